@@ -1,0 +1,62 @@
+package v1alpha1
+
+// Annotations, finalizers, condition types and reasons. These strings are the
+// public interface of the API: drivers, admins and tooling key on them.
+const (
+	// AnnotationDefaultClass marks the IPAddressClass used by claims that name none.
+	AnnotationDefaultClass = "ipaddressclass.local.sdn.cozystack.io/is-default-class"
+	// AnnotationAutoClaimClass marks the IPAddressClass auto-claims draw from.
+	AnnotationAutoClaimClass = "ipaddressclass.local.sdn.cozystack.io/is-auto-claim-class"
+	// AnnotationHeld exempts a Released IPAddress from its class's releaseDelay.
+	AnnotationHeld = "ipaddress.local.sdn.cozystack.io/held"
+	// AnnotationProvisioner is stamped on a claim by the core with the
+	// provisioner of its resolved class; it is the drivers' watch key.
+	AnnotationProvisioner = "local.sdn.cozystack.io/provisioner"
+	// AnnotationIPAddressClaim on a Service names the claim whose addresses it uses.
+	AnnotationIPAddressClaim = "local.sdn.cozystack.io/ip-address-claim"
+	// AnnotationIPAddressClass on a Service names the class an auto-claim draws from.
+	AnnotationIPAddressClass = "local.sdn.cozystack.io/ip-address-class"
+	// AnnotationAutoClaim set to "false" on a Service opts it out of auto-claim.
+	AnnotationAutoClaim = "local.sdn.cozystack.io/auto-claim"
+
+	// FinalizerClaimProtection routes a claim's deletion through reclaim.
+	FinalizerClaimProtection = "local.sdn.cozystack.io/claim-protection"
+	// FinalizerAddressProtection keeps a Bound address while a live claim holds it.
+	FinalizerAddressProtection = "local.sdn.cozystack.io/address-protection"
+	// FinalizerClassProtection keeps a class while any IPAddress of it exists.
+	FinalizerClassProtection = "local.sdn.cozystack.io/class-protection"
+)
+
+// Condition types.
+const (
+	// ConditionClassResolved reports whether a claim resolved to a class.
+	ConditionClassResolved = "ClassResolved"
+	// ConditionBound reports, on a claim, whether every requested family is
+	// bound and, on an address, whether it is bound; on an address its
+	// lastTransitionTime dates each core-owned phase change.
+	ConditionBound = "Bound"
+)
+
+// Condition and event reasons.
+const (
+	ReasonResolved               = "Resolved"
+	ReasonNoDefaultClass         = "NoDefaultClass"
+	ReasonMultipleDefaultClasses = "MultipleDefaultClasses"
+	ReasonClassNotFound          = "ClassNotFound"
+
+	ReasonBound                  = "Bound"
+	ReasonWaitingForProvisioning = "WaitingForProvisioning"
+	ReasonWaitingForAddress      = "WaitingForAddress"
+	ReasonWaitingForClass        = "WaitingForClass"
+	ReasonLost                   = "Lost"
+	ReasonPreBindingRefused      = "PreBindingRefused"
+	ReasonExcessBindingReleased  = "ExcessBindingReleased"
+
+	ReasonAvailable      = "Available"
+	ReasonReleased       = "Released"
+	ReasonPending        = "Pending"
+	ReasonInvalidAddress = "InvalidAddress"
+	ReasonRecycled       = "Recycled"
+	ReasonReclaimed      = "Reclaimed"
+	ReasonClassInUse     = "ClassInUse"
+)

@@ -1,0 +1,71 @@
+package binding
+
+import (
+	"sort"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+// Names claimRef names the claim's namespace and name, whatever its UID.
+func Names(addr *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim) bool {
+	ref := addr.Spec.ClaimRef
+	return ref != nil && ref.Namespace == claim.Namespace && ref.Name == claim.Name
+}
+
+// Holds reports whether the address is bound to this very claim: its claimRef
+// names the claim and carries the claim's UID.
+func Holds(addr *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim) bool {
+	return Names(addr, claim) && addr.Spec.ClaimRef.UID == claim.UID
+}
+
+// PreBound reports whether the address names the claim with an empty UID: a
+// pre-binding waiting for the core's acceptance.
+func PreBound(addr *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim) bool {
+	return Names(addr, claim) && addr.Spec.ClaimRef.UID == ""
+}
+
+// Family is the family of the address's IP, "" for an invalid one.
+func Family(addr *v1alpha1.IPAddress) v1alpha1.IPFamily {
+	return v1alpha1.FamilyOf(addr.Spec.Address)
+}
+
+// SortByName orders addresses by object name, the contract's tie-breaker.
+func SortByName(addrs []v1alpha1.IPAddress) {
+	sort.Slice(addrs, func(i, j int) bool { return addrs[i].Name < addrs[j].Name })
+}
+
+// SetPhase records a core-owned phase on an address status together with its
+// Bound condition: True for Bound, False with the phase as reason otherwise.
+// The condition's lastTransitionTime moves whenever its status or reason
+// changes, so it dates every phase change the core makes — the release time
+// §5 step 7 counts from. It reports whether anything changed.
+func SetPhase(status *v1alpha1.IPAddressStatus, phase v1alpha1.AddressPhase, message string, now time.Time) bool {
+	cond := metav1.Condition{Type: v1alpha1.ConditionBound, Status: metav1.ConditionFalse, Reason: string(phase), Message: message}
+	if phase == v1alpha1.AddressBound {
+		cond.Status = metav1.ConditionTrue
+	}
+	changed := status.Phase != phase
+	status.Phase = phase
+	return SetCondition(&status.Conditions, cond, now) || changed
+}
+
+// SetCondition sets cond in conditions, moving lastTransitionTime when the
+// status or the reason changes. It reports whether anything changed.
+func SetCondition(conditions *[]metav1.Condition, cond metav1.Condition, now time.Time) bool {
+	old := meta.FindStatusCondition(*conditions, cond.Type)
+	if old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message {
+		return false
+	}
+	cond.LastTransitionTime = metav1.NewTime(now)
+	if old != nil && old.Status == cond.Status && old.Reason == cond.Reason {
+		cond.LastTransitionTime = old.LastTransitionTime
+	}
+	meta.SetStatusCondition(conditions, cond)
+	// SetStatusCondition keeps the old time when only the reason changed.
+	meta.FindStatusCondition(*conditions, cond.Type).LastTransitionTime = cond.LastTransitionTime
+	return true
+}

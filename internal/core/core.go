@@ -1,0 +1,58 @@
+package core
+
+import (
+	"context"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/cozystack/address-controller/internal/index"
+	"github.com/cozystack/address-controller/internal/metrics"
+	"github.com/cozystack/address-controller/internal/reconcile/address"
+	"github.com/cozystack/address-controller/internal/reconcile/claim"
+	"github.com/cozystack/address-controller/internal/reconcile/class"
+	"github.com/cozystack/address-controller/internal/recorder"
+)
+
+// Options tunes the core.
+type Options struct {
+	// ClaimWorkers, AddressWorkers and ClassWorkers are the concurrent
+	// reconciles of each controller.
+	ClaimWorkers, AddressWorkers, ClassWorkers int
+	// SkipMetrics leaves the metrics unregistered (a second manager in one
+	// process, in tests).
+	SkipMetrics bool
+}
+
+// DefaultOptions are the defaults of cmd/manager's flags.
+func DefaultOptions() Options {
+	return Options{ClaimWorkers: 8, AddressWorkers: 8, ClassWorkers: 2}
+}
+
+// EventSource is the reporting controller name on the core's events.
+const EventSource = "address-controller"
+
+// Setup registers the core with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	if err := index.Setup(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	if !opts.SkipMetrics {
+		if err := metrics.Register(mgr.GetCache()); err != nil {
+			return err
+		}
+	}
+	rec := recorder.New(mgr.GetEventRecorder(EventSource))
+	if err := (&claim.Reconciler{Client: mgr.GetClient(), Recorder: rec}).SetupWithManager(mgr, opts.ClaimWorkers); err != nil {
+		return err
+	}
+	if err := (&address.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec}).SetupWithManager(mgr, opts.AddressWorkers); err != nil {
+		return err
+	}
+	return (&class.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec}).SetupWithManager(mgr, opts.ClassWorkers)
+}
+
+// The secure metrics endpoint authenticates and authorizes scrapes.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// Leader election.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete

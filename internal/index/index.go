@@ -1,0 +1,129 @@
+package index
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
+)
+
+// Index names.
+const (
+	// AddressClaim: IPAddress by spec.claimRef, key ClaimKey(namespace, name).
+	AddressClaim = "spec.claimRef"
+	// AddressPool: IPAddress by PoolKey(class, family, phase).
+	AddressPool = "pool"
+	// AddressClassPhase: IPAddress by ClassPhaseKey(class, phase); the
+	// bare class name is a key too, for "any address of the class".
+	AddressClassPhase = "classPhase"
+	// AddressIP: IPAddress by spec.address.
+	AddressIP = "spec.address"
+	// ClaimWaiting: IPAddressClaim by WaitingKey(class, family) for every
+	// family it still waits on, when it pre-binds no specific address.
+	ClaimWaiting = "waiting"
+	// ClaimAddressName: IPAddressClaim by spec.addressName.
+	ClaimAddressName = "spec.addressName"
+	// ClaimUnresolved: IPAddressClaim whose class failed to resolve, key Unresolved.
+	ClaimUnresolved = "unresolved"
+)
+
+// Unresolved is the only key of ClaimUnresolved.
+const Unresolved = "true"
+
+// ClaimKey is the AddressClaim key of a claim.
+func ClaimKey(namespace, name string) string { return namespace + "/" + name }
+
+// PoolKey is the AddressPool key.
+func PoolKey(class string, family v1alpha1.IPFamily, phase v1alpha1.AddressPhase) string {
+	return class + "/" + string(family) + "/" + string(phase)
+}
+
+// ClassPhaseKey is the AddressClassPhase key.
+func ClassPhaseKey(class string, phase v1alpha1.AddressPhase) string {
+	return class + "/" + string(phase)
+}
+
+// WaitingKey is the ClaimWaiting key.
+func WaitingKey(class string, family v1alpha1.IPFamily) string { return class + "/" + string(family) }
+
+// Setup registers every index with the indexer.
+func Setup(ctx context.Context, i client.FieldIndexer) error {
+	for _, x := range []struct {
+		obj client.Object
+		key string
+		fn  client.IndexerFunc
+	}{
+		{&v1alpha1.IPAddress{}, AddressClaim, addressClaim},
+		{&v1alpha1.IPAddress{}, AddressPool, addressPool},
+		{&v1alpha1.IPAddress{}, AddressClassPhase, addressClassPhase},
+		{&v1alpha1.IPAddress{}, AddressIP, func(o client.Object) []string { return []string{o.(*v1alpha1.IPAddress).Spec.Address} }},
+		{&v1alpha1.IPAddressClaim{}, ClaimWaiting, claimWaiting},
+		{&v1alpha1.IPAddressClaim{}, ClaimAddressName, claimAddressName},
+		{&v1alpha1.IPAddressClaim{}, ClaimUnresolved, claimUnresolved},
+	} {
+		if err := i.IndexField(ctx, x.obj, x.key, x.fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func addressClaim(o client.Object) []string {
+	if ref := o.(*v1alpha1.IPAddress).Spec.ClaimRef; ref != nil {
+		return []string{ClaimKey(ref.Namespace, ref.Name)}
+	}
+	return nil
+}
+
+func addressPool(o client.Object) []string {
+	a := o.(*v1alpha1.IPAddress)
+	return []string{PoolKey(a.Spec.ClassName, binding.Family(a), a.Status.Phase)}
+}
+
+func addressClassPhase(o client.Object) []string {
+	a := o.(*v1alpha1.IPAddress)
+	return []string{a.Spec.ClassName, ClassPhaseKey(a.Spec.ClassName, a.Status.Phase)}
+}
+
+// claimWaiting keys a live claim by each family it has no address for yet,
+// under the class it named or resolved to.
+func claimWaiting(o client.Object) []string {
+	c := o.(*v1alpha1.IPAddressClaim)
+	class := c.Spec.ClassName
+	if class == "" {
+		class = c.Status.ClassName
+	}
+	if c.DeletionTimestamp != nil || c.Spec.AddressName != "" || class == "" || c.Status.Phase == v1alpha1.ClaimBound {
+		return nil
+	}
+	held := map[v1alpha1.IPFamily]bool{}
+	for _, a := range c.Status.Addresses {
+		held[v1alpha1.FamilyOf(a.Address)] = true
+	}
+	var keys []string
+	for _, f := range c.Spec.Family.Families() {
+		if !held[f] {
+			keys = append(keys, WaitingKey(class, f))
+		}
+	}
+	return keys
+}
+
+func claimAddressName(o client.Object) []string {
+	if n := o.(*v1alpha1.IPAddressClaim).Spec.AddressName; n != "" {
+		return []string{n}
+	}
+	return nil
+}
+
+func claimUnresolved(o client.Object) []string {
+	c := o.(*v1alpha1.IPAddressClaim)
+	if c.DeletionTimestamp == nil && meta.IsStatusConditionPresentAndEqual(c.Status.Conditions, v1alpha1.ConditionClassResolved, metav1.ConditionFalse) {
+		return []string{Unresolved}
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package claim
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+// assumeTTL bounds how long a written version is remembered: far longer than
+// an informer takes to deliver it.
+const assumeTTL = 2 * time.Minute
+
+// assumeCache remembers the addresses this binder wrote until the informer
+// delivers them, so that a pass reading a stale cache never binds a claim
+// twice or offers an address it just bound as a candidate again. It is the
+// analogue of the PV controller's own-write cache.
+//
+// It also holds in-flight reservations: an address one worker is about to
+// bind is skipped by the others of this process, so concurrent workers do
+// not all race for the same smallest candidate. Reservations are an
+// optimisation only; the resource-version precondition on the write is what
+// makes a double binding impossible, across processes too.
+type assumeCache struct {
+	mu       sync.Mutex
+	written  map[string]assumed
+	inFlight map[string]bool
+}
+
+type assumed struct {
+	addr *v1alpha1.IPAddress
+	at   time.Time
+}
+
+func newAssumeCache() *assumeCache {
+	return &assumeCache{written: map[string]assumed{}, inFlight: map[string]bool{}}
+}
+
+// reserve marks an address in flight; false if another worker holds it.
+func (c *assumeCache) reserve(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inFlight[name] {
+		return false
+	}
+	c.inFlight[name] = true
+	return true
+}
+
+// unreserve ends an in-flight reservation.
+func (c *assumeCache) unreserve(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.inFlight, name)
+}
+
+// reserved reports whether an address is in flight.
+func (c *assumeCache) reserved(name string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inFlight[name]
+}
+
+// assume records the object a write returned.
+func (c *assumeCache) assume(a *v1alpha1.IPAddress) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.written[a.Name] = assumed{addr: a.DeepCopy(), at: time.Now()}
+}
+
+// forget drops what is remembered of an address (it was deleted).
+func (c *assumeCache) forget(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.written, name)
+}
+
+// overlay replaces informer copies older than a remembered write by the
+// write, and adds remembered addresses the informer lists lack that keep
+// matches true. Remembered writes the informer has caught up with are dropped.
+func (c *assumeCache) overlay(list []v1alpha1.IPAddress, keep func(*v1alpha1.IPAddress) bool) []v1alpha1.IPAddress {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	seen := map[string]bool{}
+	out := make([]v1alpha1.IPAddress, 0, len(list))
+	for i := range list {
+		a := &list[i]
+		seen[a.Name] = true
+		if w, ok := c.written[a.Name]; ok {
+			if newer(w.addr.ResourceVersion, a.ResourceVersion) && now.Sub(w.at) < assumeTTL {
+				a = w.addr
+			} else {
+				delete(c.written, a.Name)
+			}
+		}
+		if keep(a) {
+			out = append(out, *a)
+		}
+	}
+	for name, w := range c.written {
+		if now.Sub(w.at) >= assumeTTL {
+			delete(c.written, name)
+			continue
+		}
+		if !seen[name] && keep(w.addr) {
+			out = append(out, *w.addr.DeepCopy())
+		}
+	}
+	return out
+}
+
+// newer reports whether resource version a is newer than b. Versions are
+// opaque to clients in general but etcd's are increasing integers; anything
+// else counts as caught up.
+func newer(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	return errA == nil && errB == nil && x > y
+}

@@ -1,0 +1,328 @@
+package claim
+
+// Design:
+//
+// IPAddress.spec.claimRef is the only binding record. A claim's status is a
+// projection of the claimRefs naming it, recomputed on every pass and never
+// trusted as input — except to prefer the address a claim already reports
+// when two binders raced.
+//
+// Write order in a pass: the claim's metadata (protection finalizer,
+// provisioner stamp) first, so a claim is never bound without a route
+// through reclaim; then the addresses (claimRef, written with the resource
+// version read, so of two binders racing for one address exactly one
+// succeeds and the other re-lists and takes the next candidate); then the
+// claim's status. A crash between any two writes leaves a state the next
+// pass completes: an address whose claimRef names the claim is collected
+// whatever the claim's status says.
+//
+// Who writes what: drivers create addresses pre-bound (claimRef without a
+// UID); this reconciler accepts a pre-binding by writing the UID, binds
+// Available addresses by writing a whole claimRef, and writes the claim's
+// status and metadata. The address reconciler owns address phases except
+// Released set here by reclaim, which precedes the claim's disappearance.
+//
+// Every address this reconciler writes is remembered (assumeCache) until the
+// informer delivers it, so a pass on a stale cache neither binds a claim
+// twice nor offers an address it has just bound. A claim is woken by the
+// addresses naming it, by the address it pre-binds, by class changes while
+// its class is unresolved, and by the matcher — which, per pool of class and
+// family, wakes only as many waiting claims as there are Available
+// addresses, oldest first, instead of every waiting claim in the cluster.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/index"
+	"github.com/cozystack/address-controller/internal/metrics"
+	"github.com/cozystack/address-controller/internal/recorder"
+)
+
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconciler binds claims (§4) and reclaims their addresses (§6).
+type Reconciler struct {
+	Client   client.Client
+	Recorder *recorder.Recorder
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	assumed *assumeCache
+	wake    chan event.TypedGenericEvent[*v1alpha1.IPAddressClaim]
+}
+
+// SetupWithManager registers the claim controller and its matcher.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	r.assumed = newAssumeCache()
+	r.wake = make(chan event.TypedGenericEvent[*v1alpha1.IPAddressClaim], 1024)
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("ipaddressclaim").
+		For(&v1alpha1.IPAddressClaim{}).
+		Watches(&v1alpha1.IPAddress{}, r.addressHandler()).
+		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.unresolvedClaims)).
+		WatchesRawSource(source.Channel(r.wake, &handler.TypedEnqueueRequestForObject[*v1alpha1.IPAddressClaim]{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
+	if err != nil {
+		return err
+	}
+	m := &matcher{client: mgr.GetClient(), wake: r.wake}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("ipaddressclaim-matcher").
+		WatchesRawSource(source.Kind(mgr.GetCache(), &v1alpha1.IPAddress{}, handler.TypedEnqueueRequestsFromMapFunc(poolOf))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		Complete(m)
+}
+
+// addressHandler wakes the claim an address names (before and after a
+// change) and the claim that pre-binds it by spec.addressName.
+func (r *Reconciler) addressHandler() handler.EventHandler {
+	mapAddr := func(ctx context.Context, a *v1alpha1.IPAddress, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if ref := a.Spec.ClaimRef; ref != nil {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}})
+		}
+		var claims v1alpha1.IPAddressClaimList
+		if err := r.Client.List(ctx, &claims, client.MatchingFields{index.ClaimAddressName: a.Name}); err == nil {
+			for i := range claims.Items {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&claims.Items[i])})
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			mapAddr(ctx, e.Object.(*v1alpha1.IPAddress), q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			mapAddr(ctx, e.ObjectOld.(*v1alpha1.IPAddress), q)
+			mapAddr(ctx, e.ObjectNew.(*v1alpha1.IPAddress), q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if a, ok := e.Object.(*v1alpha1.IPAddress); ok {
+				r.assumed.forget(a.Name)
+				mapAddr(ctx, a, q)
+			}
+		},
+	}
+}
+
+// unresolvedClaims: any class change retries the claims whose class did not resolve.
+func (r *Reconciler) unresolvedClaims(ctx context.Context, _ client.Object) []reconcile.Request {
+	var claims v1alpha1.IPAddressClaimList
+	if err := r.Client.List(ctx, &claims, client.MatchingFields{index.ClaimUnresolved: index.Unresolved}); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(claims.Items))
+	for i := range claims.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&claims.Items[i])})
+	}
+	return reqs
+}
+
+// Reconcile gathers a snapshot, decides, and carries out the plan.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var claim v1alpha1.IPAddressClaim
+	if err := r.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	s, err := r.gather(ctx, &claim)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	p := decide(s)
+	err = r.execute(ctx, &claim, p)
+	if apierrors.IsConflict(err) || errors.Is(err, errInFlight) {
+		// Another binder or a newer version won; the next pass re-reads.
+		logf.FromContext(ctx).V(1).Info("retrying after a conflict", "reason", err.Error())
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+	}
+	return reconcile.Result{}, err
+}
+
+// conflictRetry is short: a conflict means the cache is about to move on.
+const conflictRetry = 20 * time.Millisecond
+
+var errInFlight = errors.New("another worker is binding the address")
+
+// gather reads the snapshot from the cache, overlaid with this binder's own
+// writes the cache has not delivered yet.
+func (r *Reconciler) gather(ctx context.Context, claim *v1alpha1.IPAddressClaim) (snapshot, error) {
+	s := snapshot{claim: claim, now: r.Now()}
+	var classes v1alpha1.IPAddressClassList
+	if err := r.Client.List(ctx, &classes); err != nil {
+		return s, err
+	}
+	s.classes = classes.Items
+	var named v1alpha1.IPAddressList
+	if err := r.Client.List(ctx, &named, client.MatchingFields{index.AddressClaim: index.ClaimKey(claim.Namespace, claim.Name)}); err != nil {
+		return s, err
+	}
+	s.addresses = r.assumed.overlay(named.Items, func(a *v1alpha1.IPAddress) bool { return binding.Names(a, claim) })
+	if claim.DeletionTimestamp != nil {
+		return s, nil
+	}
+	candidates, err := r.candidates(ctx, claim, s.classes)
+	if err != nil {
+		return s, err
+	}
+	s.addresses = append(s.addresses, candidates...)
+	return s, nil
+}
+
+// candidates lists the Available addresses the claim could match: the one
+// it pre-binds by name, or those of its class in the families it wants.
+func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressClaim, classes []v1alpha1.IPAddressClass) ([]v1alpha1.IPAddress, error) {
+	available := func(a *v1alpha1.IPAddress) bool {
+		return a.Spec.ClaimRef == nil && a.Status.Phase == v1alpha1.AddressAvailable && !r.assumed.reserved(a.Name)
+	}
+	if claim.Spec.AddressName != "" {
+		var a v1alpha1.IPAddress
+		err := r.Client.Get(ctx, types.NamespacedName{Name: claim.Spec.AddressName}, &a)
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		return r.assumed.overlay([]v1alpha1.IPAddress{a}, available), nil
+	}
+	res := resolveClass(claim, classes)
+	if res.class == nil || claimHeldAll(claim) {
+		return nil, nil
+	}
+	var out []v1alpha1.IPAddress
+	for _, f := range claim.Spec.Family.Families() {
+		// Read-only and uncopied: a pool may hold many Available addresses
+		// and only the smallest free one is passed on.
+		var list v1alpha1.IPAddressList
+		if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy,
+			client.MatchingFields{index.AddressPool: index.PoolKey(res.class.Name, f, v1alpha1.AddressAvailable)}); err != nil {
+			return nil, err
+		}
+		free := r.assumed.overlay(list.Items, available)
+		binding.SortByName(free)
+		if len(free) > 0 {
+			out = append(out, *free[0].DeepCopy())
+		}
+	}
+	return out, nil
+}
+
+// claimHeldAll: the claim's status reports every family, so it needs no
+// candidates; if those addresses turn out to be gone the claim goes Lost and
+// the next pass lists candidates again.
+func claimHeldAll(claim *v1alpha1.IPAddressClaim) bool {
+	held := map[v1alpha1.IPFamily]bool{}
+	for _, a := range claim.Status.Addresses {
+		held[v1alpha1.FamilyOf(a.Address)] = true
+	}
+	for _, f := range claim.Spec.Family.Families() {
+		if !held[f] {
+			return false
+		}
+	}
+	return true
+}
+
+// bind writes an address's claimRef, preconditioned on the resource version
+// the pass read, and remembers the write.
+func (r *Reconciler) bind(ctx context.Context, a *v1alpha1.IPAddress) error {
+	if !r.assumed.reserve(a.Name) {
+		return errInFlight
+	}
+	defer r.assumed.unreserve(a.Name)
+	if err := r.Client.Update(ctx, a); err != nil {
+		return fmt.Errorf("writing the claimRef of %s: %w", a.Name, err)
+	}
+	r.assumed.assume(a)
+	return nil
+}
+
+// execute carries out a plan in the design's write order. Any failed write
+// ends the pass with an error; the next pass re-derives everything.
+func (r *Reconciler) execute(ctx context.Context, claim *v1alpha1.IPAddressClaim, p plan) error {
+	log := logf.FromContext(ctx)
+	if p.addFinalizer || p.provisioner != nil {
+		base := claim.DeepCopy()
+		if p.addFinalizer {
+			controllerutil.AddFinalizer(claim, v1alpha1.FinalizerClaimProtection)
+		}
+		if p.provisioner != nil {
+			if claim.Annotations == nil {
+				claim.Annotations = map[string]string{}
+			}
+			claim.Annotations[v1alpha1.AnnotationProvisioner] = *p.provisioner
+		}
+		if err := r.Client.Patch(ctx, claim, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("protecting and stamping the claim: %w", err)
+		}
+	}
+	for _, a := range p.bind {
+		if err := r.bind(ctx, a); err != nil {
+			return err
+		}
+		log.V(1).Info("wrote claimRef", "address", a.Name, "claimRef", a.Spec.ClaimRef)
+	}
+	for _, a := range p.release {
+		if err := r.Client.Status().Update(ctx, a); err != nil {
+			return fmt.Errorf("releasing %s: %w", a.Name, err)
+		}
+	}
+	for _, a := range p.remove {
+		if err := r.Client.Delete(ctx, a, client.Preconditions{UID: &a.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting %s: %w", a.Name, err)
+		}
+		r.assumed.forget(a.Name)
+	}
+	if p.status != nil {
+		updated := claim.DeepCopy()
+		updated.Status = *p.status
+		if err := r.Client.Status().Update(ctx, updated); err != nil {
+			return fmt.Errorf("writing the claim status: %w", err)
+		}
+		if p.boundNow {
+			metrics.ObserveTimeToBound(updated.Status.ClassName, r.Now().Sub(claim.CreationTimestamp.Time))
+		}
+		claim = updated
+	}
+	if p.removeFinalizer {
+		base := claim.DeepCopy()
+		controllerutil.RemoveFinalizer(claim, v1alpha1.FinalizerClaimProtection)
+		if err := r.Client.Patch(ctx, claim, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("removing the claim's finalizer: %w", err)
+		}
+	}
+	for _, e := range p.events {
+		if e.once {
+			r.Recorder.EventOnce(e.regarding, e.eventType, e.reason, e.message)
+		} else {
+			r.Recorder.Event(e.regarding, e.eventType, e.reason, e.message)
+		}
+	}
+	return nil
+}

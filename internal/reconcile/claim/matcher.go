@@ -1,0 +1,71 @@
+package claim
+
+import (
+	"context"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/index"
+)
+
+// matcher wakes waiting claims when addresses of their pool (class and
+// family) become Available. Its requests are pools, so a burst of addresses
+// becoming Available collapses into few passes, and a pass wakes only as
+// many waiting claims as there are Available addresses, oldest first: the
+// cost is linear in the pool, never waiting claims × addresses.
+type matcher struct {
+	client client.Client
+	wake   chan<- event.TypedGenericEvent[*v1alpha1.IPAddressClaim]
+}
+
+// poolOf maps an Available address to its pool's request.
+func poolOf(_ context.Context, a *v1alpha1.IPAddress) []reconcile.Request {
+	if a.Status.Phase != v1alpha1.AddressAvailable || a.Spec.ClaimRef != nil {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: index.WaitingKey(a.Spec.ClassName, binding.Family(a))}}}
+}
+
+func (m *matcher) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var claims v1alpha1.IPAddressClaimList
+	if err := m.client.List(ctx, &claims, client.UnsafeDisableDeepCopy, client.MatchingFields{index.ClaimWaiting: req.Name}); err != nil || len(claims.Items) == 0 {
+		return reconcile.Result{}, err
+	}
+	class, family, _ := strings.Cut(req.Name, "/")
+	var addrs v1alpha1.IPAddressList
+	if err := m.client.List(ctx, &addrs, client.UnsafeDisableDeepCopy,
+		client.MatchingFields{index.AddressPool: index.PoolKey(class, v1alpha1.IPFamily(family), v1alpha1.AddressAvailable)}); err != nil {
+		return reconcile.Result{}, err
+	}
+	for _, c := range oldestFirst(claims.Items, len(addrs.Items)) {
+		select {
+		case m.wake <- event.TypedGenericEvent[*v1alpha1.IPAddressClaim]{Object: c}:
+		case <-ctx.Done():
+			return reconcile.Result{}, ctx.Err()
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+// oldestFirst picks the n oldest claims (creation time, then namespace/name).
+func oldestFirst(claims []v1alpha1.IPAddressClaim, n int) []*v1alpha1.IPAddressClaim {
+	sort.Slice(claims, func(i, j int) bool {
+		a, b := claims[i], claims[j]
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return index.ClaimKey(a.Namespace, a.Name) < index.ClaimKey(b.Namespace, b.Name)
+	})
+	out := make([]*v1alpha1.IPAddressClaim, 0, min(n, len(claims)))
+	for i := 0; i < n && i < len(claims); i++ {
+		out = append(out, &claims[i])
+	}
+	return out
+}
