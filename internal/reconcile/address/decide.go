@@ -145,8 +145,10 @@ func (p *plan) reclaim(s snapshot, key string) {
 		p.events = append(p.events, record{corev1.EventTypeNormal, v1alpha1.ReasonReclaimed, why + "; deleting the address (reclaimPolicy Delete)"})
 		return
 	}
-	was := s.address.Status.Phase
-	if p.setPhase(s, v1alpha1.AddressReleased, why+"; the address is retained") && was != v1alpha1.AddressReleased {
+	if s.address.Status.Phase == v1alpha1.AddressReleased {
+		return // already released, by the claim's reclaim or an earlier pass
+	}
+	if p.setPhase(s, v1alpha1.AddressReleased, why+"; the address is retained") {
 		p.events = append(p.events, record{corev1.EventTypeNormal, v1alpha1.ReasonReleased, why + "; the address is retained"})
 	}
 }
