@@ -121,5 +121,5 @@ type IPAddressClaimList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&IPAddressClaim{}, &IPAddressClaimList{})
+	register(&IPAddressClaim{}, &IPAddressClaimList{})
 }

@@ -84,5 +84,5 @@ type IPAddressClassList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&IPAddressClass{}, &IPAddressClassList{})
+	register(&IPAddressClass{}, &IPAddressClassList{})
 }
