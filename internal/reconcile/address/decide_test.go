@@ -72,10 +72,10 @@ func classWithDelay(d time.Duration) *v1alpha1.IPAddressClass {
 
 type outcome struct {
 	addFinalizer, removeFinalizer, clearClaimRef, remove, claimGone bool
-	phase                                                          v1alpha1.AddressPhase // written phase, "" when unchanged
-	reason                                                         string                // Bound condition reason written
-	requeueAfter                                                   time.Duration
-	events                                                         []string
+	phase                                                           v1alpha1.AddressPhase // written phase, "" when unchanged
+	reason                                                          string                // Bound condition reason written
+	requeueAfter                                                    time.Duration
+	events                                                          []string
 }
 
 func summarize(p plan) outcome {
@@ -94,9 +94,9 @@ func summarize(p plan) outcome {
 // The table mirrors contract §5: each name starts with the step it tests.
 func TestDecide(t *testing.T) {
 	tests := []struct {
-		name  string
-		s     snapshot
-		want  outcome
+		name string
+		s    snapshot
+		want outcome
 	}{
 		{"5-1 a deleted address with no claim loses its finalizer",
 			snapshot{address: newAddress(deleted, phase(v1alpha1.AddressAvailable))},

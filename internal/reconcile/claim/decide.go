@@ -8,8 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -82,7 +82,7 @@ func decide(s snapshot) plan {
 	claim := s.claim
 	p.addFinalizer = !controllerutil.ContainsFinalizer(claim, v1alpha1.FinalizerClaimProtection) // [4-2]
 
-	bound, preBound := collect(s)          // [4-3]
+	bound, preBound := collect(s)         // [4-3]
 	bound = p.releaseExcess(claim, bound) // [4-3 excess]
 	held := families(bound)
 

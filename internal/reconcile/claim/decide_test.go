@@ -208,8 +208,10 @@ func TestDecide(t *testing.T) {
 				events: []string{"Warning ClassNotFound"}},
 		},
 		{
-			name:    "4-6 the stamp follows a claim re-targeted before binding",
-			claim:   newClaim("web", withClass("private"), func(c *v1alpha1.IPAddressClaim) { c.Annotations[v1alpha1.AnnotationProvisioner] = "p.example.com/public" }),
+			name: "4-6 the stamp follows a claim re-targeted before binding",
+			claim: newClaim("web", withClass("private"), func(c *v1alpha1.IPAddressClaim) {
+				c.Annotations[v1alpha1.AnnotationProvisioner] = "p.example.com/public"
+			}),
 			classes: []v1alpha1.IPAddressClass{public, private},
 			want: outcome{stamp: "p.example.com/private", phase: v1alpha1.ClaimPending, className: "private",
 				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonWaitingForProvisioning},

@@ -28,7 +28,7 @@ type Reconciler struct {
 	Client client.Client
 	// APIReader confirms past the cache that no address of a deleted class is left.
 	APIReader client.Reader
-	Recorder *recorder.Recorder
+	Recorder  *recorder.Recorder
 }
 
 // SetupWithManager registers the class controller.
