@@ -301,6 +301,13 @@ func TestDecide(t *testing.T) {
 				events: []string{"Normal Bound"}},
 		},
 		{
+			name:      "4-1 a claim being deleted runs reclaim and nothing of §4",
+			claim:     newClaim("web", deleting, noFinalizer, withClass("public")),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.8", "public")},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want:      outcome{},
+		},
+		{
 			name:      "6-1 Retain: the address is Released, claimRef kept, then the finalizer goes",
 			claim:     newClaim("web", deleting),
 			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", boundTo(claim))},

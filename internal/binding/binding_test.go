@@ -1,0 +1,46 @@
+package binding
+
+import (
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+// TestSetPhaseDatesEveryPhaseChange: the Bound condition's lastTransitionTime
+// is the release time of §5 step 7, so it must move on every core-owned
+// phase change — also between two False phases — and only then.
+func TestSetPhaseDatesEveryPhaseChange(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	var st v1alpha1.IPAddressStatus
+	steps := []struct {
+		name     string
+		phase    v1alpha1.AddressPhase
+		message  string
+		at       time.Time
+		changed  bool
+		datedAt  time.Time
+		statusOf string
+	}{
+		{"5-5 a new address becomes Available", v1alpha1.AddressAvailable, "free", t0, true, t0, "False"},
+		{"same phase and message: no write", v1alpha1.AddressAvailable, "free", t0.Add(time.Minute), false, t0, "False"},
+		{"same phase, new message: written, not re-dated", v1alpha1.AddressAvailable, "still free", t0.Add(2 * time.Minute), true, t0, "False"},
+		{"5-6 Bound is dated", v1alpha1.AddressBound, "bound", t0.Add(time.Hour), true, t0.Add(time.Hour), "True"},
+		{"6-1 Released is dated", v1alpha1.AddressReleased, "released", t0.Add(2 * time.Hour), true, t0.Add(2 * time.Hour), "False"},
+		{"5-5 Released to Available (both False) is dated too", v1alpha1.AddressAvailable, "free", t0.Add(3 * time.Hour), true, t0.Add(3 * time.Hour), "False"},
+	}
+	for _, s := range steps {
+		changed := SetPhase(&st, s.phase, s.message, s.at)
+		c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionBound)
+		switch {
+		case changed != s.changed:
+			t.Errorf("%s: changed = %v, want %v", s.name, changed, s.changed)
+		case st.Phase != s.phase || c.Reason != string(s.phase) || string(c.Status) != s.statusOf:
+			t.Errorf("%s: phase %s, condition %s/%s", s.name, st.Phase, c.Status, c.Reason)
+		case !c.LastTransitionTime.Time.Equal(s.datedAt):
+			t.Errorf("%s: dated %v, want %v", s.name, c.LastTransitionTime.Time, s.datedAt)
+		}
+	}
+}
