@@ -1,0 +1,142 @@
+# Everything builds from the Go module proxy; nothing is downloaded from elsewhere.
+
+# Pinned tool versions. etcd and Kubernetes are pinned by the go.mod of their
+# tools module; the variables here must agree with it (checked before building).
+ETCD_VERSION           := v3.6.16
+KUBERNETES_VERSION     := v1.37.2
+CONTROLLER_GEN_VERSION := v0.23.0
+GOLANGCI_LINT_VERSION  := v2.15.0
+
+BIN            := $(CURDIR)/bin
+CONTROLLER_GEN := bin/controller-gen
+GOLANGCI_LINT  := bin/golangci-lint
+CONTROLPLANE   := bin/etcd bin/kube-apiserver bin/kube-controller-manager
+
+# test/controlplane finds etcd, kube-apiserver and kube-controller-manager here.
+export CONTROLPLANE_BIN := $(BIN)
+
+TEST_TIMEOUT ?= 30m
+# Time given to each fuzz target by `make fuzz`.
+FUZZTIME ?= 10s
+# Number of objects for `make bench`.
+N ?= 1000
+
+# A 2-core machine cannot afford two Go builds of Kubernetes at once, and
+# generate/lint/test must not interleave: run every recipe in order.
+.NOTPARALLEL:
+
+.DEFAULT_GOAL := build
+
+.PHONY: help
+help: ## List targets.
+	@grep -E '^[a-zA-Z_/.-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | expand -t 32
+
+##@ Control plane binaries (built once; rebuilt when the tools module changes)
+
+bin/etcd: tools/etcd/go.mod tools/etcd/go.sum ## Build etcd from tools/etcd.
+	@grep -q 'go.etcd.io/etcd/server/v3 $(ETCD_VERSION)' tools/etcd/go.mod || \
+		{ echo "tools/etcd/go.mod does not pin etcd $(ETCD_VERSION); update ETCD_VERSION or the module" >&2; exit 1; }
+	cd tools/etcd && go build -o $(BIN)/etcd go.etcd.io/etcd/server/v3
+	@touch $@ # go build leaves an up-to-date binary untouched; make compares mtimes
+
+bin/kube-apiserver: tools/kube/go.mod tools/kube/go.sum ## Build kube-apiserver from tools/kube.
+	@$(check-kube-version)
+	cd tools/kube && go build -o $(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+	@touch $@
+
+bin/kube-controller-manager: tools/kube/go.mod tools/kube/go.sum ## Build kube-controller-manager from tools/kube.
+	@$(check-kube-version)
+	cd tools/kube && go build -o $(BIN)/kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
+	@touch $@
+
+define check-kube-version
+grep -q 'k8s.io/kubernetes $(KUBERNETES_VERSION)' tools/kube/go.mod || \
+	{ echo "tools/kube/go.mod does not pin k8s.io/kubernetes $(KUBERNETES_VERSION); update KUBERNETES_VERSION or the module" >&2; exit 1; }
+endef
+
+.PHONY: controlplane
+controlplane: $(CONTROLPLANE) ## Build all control plane binaries.
+
+##@ Tools (a version stamp makes a version bump rebuild the binary)
+
+$(CONTROLLER_GEN): bin/.version-controller-gen-$(CONTROLLER_GEN_VERSION)
+	GOBIN=$(BIN) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	@touch $@
+
+$(GOLANGCI_LINT): bin/.version-golangci-lint-$(GOLANGCI_LINT_VERSION)
+	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	@touch $@
+
+bin/.version-%:
+	@mkdir -p bin
+	@rm -f bin/.version-$(shell echo '$*' | sed 's/-v[0-9].*//')-*
+	@touch $@
+
+##@ Development
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd) and RBAC (config/rbac).
+	$(CONTROLLER_GEN) object paths=./api/...
+	@# Remove earlier output first so a deleted type does not leave a stale CRD behind.
+	@rm -f config/crd/local.sdn.cozystack.io_*.yaml config/rbac/role.yaml
+	$(CONTROLLER_GEN) crd rbac:roleName=address-controller paths=./api/... paths=./internal/... \
+		output:crd:artifacts:config=config/crd output:rbac:artifacts:config=config/rbac
+
+# Fingerprints api/ and config/ before and after `generate`: any difference
+# means the generated files do not match their sources. Comparing the working
+# tree with itself (rather than with git's index) keeps this usable while
+# sources are still uncommitted; on a clean checkout it is the same check.
+.PHONY: verify
+verify: $(CONTROLLER_GEN) ## Fail if generated files are stale or go.mod/go.sum are not tidy.
+	@before=$$(mktemp); after=$$(mktemp); trap 'rm -f $$before $$after' EXIT; \
+	fingerprint() { find api config -type f -exec sha256sum {} + 2>/dev/null | sort -k2; }; \
+	fingerprint >$$before; \
+	$(MAKE) --no-print-directory generate || exit 1; \
+	fingerprint >$$after; \
+	stale=$$(diff $$before $$after | sed -n 's/^[<>] [0-9a-f]*  //p' | sort -u); \
+	if [ -n "$$stale" ]; then \
+		echo "Generated files are stale (changed by make generate):" >&2; \
+		echo "$$stale" | sed 's/^/  /' >&2; \
+		echo "Run 'make generate' and commit the result." >&2; \
+		exit 1; \
+	fi
+	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit the result." >&2; exit 1; }
+
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## Run golangci-lint (config: .golangci.yml).
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: build
+build: ## Build bin/manager.
+	go build -o bin/manager ./cmd/manager
+
+.PHONY: test
+test: verify lint $(CONTROLPLANE) ## verify + lint + all tests against a real control plane + bounded fuzzing.
+	go test ./... -count=1 -timeout $(TEST_TIMEOUT)
+	@$(MAKE) --no-print-directory fuzz
+
+# Runs every Fuzz* function found in *_test.go for FUZZTIME each (go test
+# fuzzes one target of one package per invocation).
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZTIME.
+	@targets=$$(grep -rEo --include='*_test.go' --exclude-dir=tools --exclude-dir=bin '^func Fuzz[A-Za-z0-9_]*' . | sed 's/:func /:/'); \
+	if [ -z "$$targets" ]; then echo "fuzz: no fuzz targets"; exit 0; fi; \
+	for t in $$targets; do \
+		dir=$$(dirname $${t%%:*}); name=$${t##*:}; \
+		echo "fuzz: $$dir $$name for $(FUZZTIME)"; \
+		go test $$dir -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) || exit 1; \
+	done
+
+.PHONY: run
+# SKIP=manager leaves the manager out, e.g. to run it from a debugger instead.
+run: build $(CONTROLPLANE) ## Run a local control plane plus bin/manager in the foreground (Ctrl-C stops all).
+	go build -o bin/playground ./test/playground
+	bin/playground$(if $(SKIP), -skip=$(SKIP))
+
+.PHONY: bench
+bench: build $(CONTROLPLANE) ## Run the benchmark against a local control plane (N objects).
+	go run ./test/bench -n=$(N)
+
+.PHONY: clean
+clean: ## Remove built product binaries and playground state (keeps the control plane and tools).
+	rm -rf bin/manager bin/playground .playground

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/cozystack/address-controller/test/controlplane"
+)
+
+// component is one process the playground runs against its control plane.
+// Adding a component (a MetalLB controller, a driver, admission webhooks)
+// is one more entry in components.
+type component struct {
+	name string
+	// path is the binary, relative to the repository root.
+	path string
+	args []string
+	// crds are extra CRD directories or files (relative to the repository
+	// root) the component needs, installed with the control plane.
+	crds []string
+	// setup, if set, runs once the control plane is up and before the
+	// component starts: objects it expects to exist, webhook registrations.
+	setup func(ctx context.Context, cp *controlplane.ControlPlane) error
+}
+
+// components lists what the playground runs, in start order; they are
+// stopped in reverse. kubeconfig is the admin kubeconfig's path.
+func components(kubeconfig string) []component {
+	return []component{
+		{
+			name: "manager",
+			path: filepath.Join("bin", "manager"),
+			args: []string{
+				"--kubeconfig", kubeconfig,
+				"--leader-elect=true",
+				"--leader-election-namespace=kube-system",
+				"--metrics-bind-address=:0",
+				"--health-probe-bind-address=127.0.0.1:0",
+			},
+		},
+	}
+}
