@@ -79,6 +79,7 @@ func (c *assumeCache) forget(name string) {
 // overlay replaces informer copies older than a remembered write by the
 // write, and adds remembered addresses the informer lists lack that keep
 // matches true. Remembered writes the informer has caught up with are dropped.
+// keep runs under the cache's lock and must not call back into it.
 func (c *assumeCache) overlay(list []v1alpha1.IPAddress, keep func(*v1alpha1.IPAddress) bool) []v1alpha1.IPAddress {
 	c.mu.Lock()
 	defer c.mu.Unlock()

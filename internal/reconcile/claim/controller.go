@@ -34,6 +34,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -198,7 +199,7 @@ func (r *Reconciler) gather(ctx context.Context, claim *v1alpha1.IPAddressClaim)
 // it pre-binds by name, or those of its class in the families it wants.
 func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressClaim, classes []v1alpha1.IPAddressClass) ([]v1alpha1.IPAddress, error) {
 	available := func(a *v1alpha1.IPAddress) bool {
-		return a.Spec.ClaimRef == nil && a.Status.Phase == v1alpha1.AddressAvailable && !r.assumed.reserved(a.Name)
+		return a.Spec.ClaimRef == nil && a.Status.Phase == v1alpha1.AddressAvailable
 	}
 	if claim.Spec.AddressName != "" {
 		var a v1alpha1.IPAddress
@@ -226,8 +227,8 @@ func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressCl
 		}
 		free := r.assumed.overlay(list.Items, available)
 		binding.SortByName(free)
-		if len(free) > 0 {
-			out = append(out, *free[0].DeepCopy())
+		if i := slices.IndexFunc(free, func(a v1alpha1.IPAddress) bool { return !r.assumed.reserved(a.Name) }); i >= 0 {
+			out = append(out, *free[i].DeepCopy())
 		}
 	}
 	return out, nil
