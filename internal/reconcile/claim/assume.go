@@ -48,18 +48,45 @@ func (c *assumeCache) reserve(name string) bool {
 	return true
 }
 
-// unreserve ends an in-flight reservation.
-func (c *assumeCache) unreserve(name string) {
+// unreserve ends in-flight reservations.
+func (c *assumeCache) unreserve(names ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.inFlight, name)
+	for _, n := range names {
+		delete(c.inFlight, n)
+	}
 }
 
-// reserved reports whether an address is in flight.
-func (c *assumeCache) reserved(name string) bool {
+// reserveSmallest reserves and returns a copy of the smallest-named address
+// of list that is not in flight and, with this binder's writes laid over
+// it, still satisfies free. One pass over the list, no sorting or copying
+// of the rest: a pool may be large. busy reports that an address was passed
+// over only because another worker holds it.
+func (c *assumeCache) reserveSmallest(list []v1alpha1.IPAddress, free func(*v1alpha1.IPAddress) bool) (_ *v1alpha1.IPAddress, busy bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.inFlight[name]
+	var best *v1alpha1.IPAddress
+	for i := range list {
+		a := &list[i]
+		if best != nil && a.Name >= best.Name {
+			continue
+		}
+		if c.inFlight[a.Name] {
+			busy = true
+			continue
+		}
+		if w, ok := c.written[a.Name]; ok && newer(w.addr.ResourceVersion, a.ResourceVersion) {
+			a = w.addr
+		}
+		if free(a) {
+			best = a
+		}
+	}
+	if best == nil {
+		return nil, busy
+	}
+	c.inFlight[best.Name] = true
+	return best.DeepCopy(), false
 }
 
 // assume records the object a write returned.

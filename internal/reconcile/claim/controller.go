@@ -34,7 +34,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -151,13 +150,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	s, err := r.gather(ctx, &claim)
+	s, reserved, err := r.gather(ctx, &claim)
+	defer r.assumed.unreserve(reserved...)
+	if errors.Is(err, errBusy) {
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+	}
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	p := decide(s)
 	err = r.execute(ctx, &claim, p)
-	if apierrors.IsConflict(err) || errors.Is(err, errInFlight) {
+	if apierrors.IsConflict(err) {
 		// Another binder or a newer version won; the next pass re-reads.
 		logf.FromContext(ctx).V(1).Info("retrying after a conflict", "reason", err.Error())
 		return reconcile.Result{RequeueAfter: conflictRetry}, nil
@@ -168,35 +171,40 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // conflictRetry is short: a conflict means the cache is about to move on.
 const conflictRetry = 20 * time.Millisecond
 
-var errInFlight = errors.New("another worker is binding the address")
+// errBusy: every free candidate is being bound by another worker right now.
+var errBusy = errors.New("every candidate is in flight")
 
 // gather reads the snapshot from the cache, overlaid with this binder's own
-// writes the cache has not delivered yet.
-func (r *Reconciler) gather(ctx context.Context, claim *v1alpha1.IPAddressClaim) (snapshot, error) {
+// writes the cache has not delivered yet. The candidates it passes on are
+// reserved for this pass (the caller unreserves them).
+func (r *Reconciler) gather(ctx context.Context, claim *v1alpha1.IPAddressClaim) (snapshot, []string, error) {
 	s := snapshot{claim: claim, now: r.Now()}
 	var classes v1alpha1.IPAddressClassList
 	if err := r.Client.List(ctx, &classes); err != nil {
-		return s, err
+		return s, nil, err
 	}
 	s.classes = classes.Items
 	var named v1alpha1.IPAddressList
 	if err := r.Client.List(ctx, &named, client.MatchingFields{index.AddressClaim: index.ClaimKey(claim.Namespace, claim.Name)}); err != nil {
-		return s, err
+		return s, nil, err
 	}
 	s.addresses = r.assumed.overlay(named.Items, func(a *v1alpha1.IPAddress) bool { return binding.Names(a, claim) })
 	if claim.DeletionTimestamp != nil {
-		return s, nil
+		return s, nil, nil
 	}
 	candidates, err := r.candidates(ctx, claim, s.classes)
-	if err != nil {
-		return s, err
+	var reserved []string
+	for i := range candidates {
+		reserved = append(reserved, candidates[i].Name)
 	}
 	s.addresses = append(s.addresses, candidates...)
-	return s, nil
+	return s, reserved, err
 }
 
 // candidates lists the Available addresses the claim could match: the one
-// it pre-binds by name, or those of its class in the families it wants.
+// it pre-binds by name, or the smallest free one of its class per family it
+// wants. Each is reserved, so the other workers of this process pass on to
+// the next instead of racing for it.
 func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressClaim, classes []v1alpha1.IPAddressClass) ([]v1alpha1.IPAddress, error) {
 	available := func(a *v1alpha1.IPAddress) bool {
 		return a.Spec.ClaimRef == nil && a.Status.Phase == v1alpha1.AddressAvailable
@@ -210,7 +218,11 @@ func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressCl
 		if err != nil {
 			return nil, err
 		}
-		return r.assumed.overlay([]v1alpha1.IPAddress{a}, available), nil
+		free := r.assumed.overlay([]v1alpha1.IPAddress{a}, available)
+		if len(free) == 0 || !r.assumed.reserve(a.Name) {
+			return nil, nil
+		}
+		return free, nil
 	}
 	res := resolveClass(claim, classes)
 	if res.class == nil || claimHeldAll(claim) {
@@ -223,12 +235,15 @@ func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressCl
 		var list v1alpha1.IPAddressList
 		if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy,
 			client.MatchingFields{index.AddressPool: index.PoolKey(res.class.Name, f, v1alpha1.AddressAvailable)}); err != nil {
-			return nil, err
+			return out, err
 		}
-		free := r.assumed.overlay(list.Items, available)
-		binding.SortByName(free)
-		if i := slices.IndexFunc(free, func(a v1alpha1.IPAddress) bool { return !r.assumed.reserved(a.Name) }); i >= 0 {
-			out = append(out, *free[i].DeepCopy())
+		a, busy := r.assumed.reserveSmallest(list.Items, available)
+		switch {
+		case a != nil:
+			out = append(out, *a)
+		case busy:
+			// Only in-flight candidates: one may fail and be free again.
+			return out, errBusy
 		}
 	}
 	return out, nil
@@ -253,10 +268,6 @@ func claimHeldAll(claim *v1alpha1.IPAddressClaim) bool {
 // bind writes an address's claimRef, preconditioned on the resource version
 // the pass read, and remembers the write.
 func (r *Reconciler) bind(ctx context.Context, a *v1alpha1.IPAddress) error {
-	if !r.assumed.reserve(a.Name) {
-		return errInFlight
-	}
-	defer r.assumed.unreserve(a.Name)
 	if err := r.Client.Update(ctx, a); err != nil {
 		return fmt.Errorf("writing the claimRef of %s: %w", a.Name, err)
 	}
