@@ -38,6 +38,7 @@ func run() error {
 		metricsAddr      string
 		metricsSecure    bool
 		probeAddr        string
+		pprofAddr        string
 		qps              float64
 		burst            int
 		gracefulShutdown time.Duration
@@ -55,6 +56,8 @@ func run() error {
 		"Serve metrics over HTTPS, authenticating and authorizing each scrape against the API server (TokenReview, SubjectAccessReview). False serves plain HTTP.")
 	fs.StringVar(&probeAddr, "health-probe-bind-address", ":8081",
 		"Address the /healthz and /readyz probes bind to.")
+	fs.StringVar(&pprofAddr, "pprof-bind-address", "",
+		"Address a Go pprof endpoint binds to, for profiling; empty disables it. Never expose it beyond localhost.")
 	fs.IntVar(&opts.ClaimWorkers, "claim-workers", defaults.ClaimWorkers, "Concurrent IPAddressClaim reconciles.")
 	fs.IntVar(&opts.AddressWorkers, "address-workers", defaults.AddressWorkers, "Concurrent IPAddress reconciles.")
 	fs.IntVar(&opts.ClassWorkers, "class-workers", defaults.ClassWorkers, "Concurrent IPAddressClass reconciles.")
@@ -92,6 +95,7 @@ func run() error {
 		Scheme:                        scheme,
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        probeAddr,
+		PprofBindAddress:              pprofAddr,
 		LeaderElection:                leaderElect,
 		LeaderElectionID:              leaderID,
 		LeaderElectionNamespace:       leaderNamespace,

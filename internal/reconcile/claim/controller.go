@@ -95,7 +95,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	m := &matcher{client: mgr.GetClient(), wake: r.wake}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("ipaddressclaim-matcher").
-		WatchesRawSource(source.Kind(mgr.GetCache(), &v1alpha1.IPAddress{}, handler.TypedEnqueueRequestsFromMapFunc(poolOf))).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &v1alpha1.IPAddress{}, becameAvailable())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(m)
 }
@@ -206,9 +206,6 @@ func (r *Reconciler) gather(ctx context.Context, claim *v1alpha1.IPAddressClaim)
 // wants. Each is reserved, so the other workers of this process pass on to
 // the next instead of racing for it.
 func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressClaim, classes []v1alpha1.IPAddressClass) ([]v1alpha1.IPAddress, error) {
-	available := func(a *v1alpha1.IPAddress) bool {
-		return a.Spec.ClaimRef == nil && a.Status.Phase == v1alpha1.AddressAvailable
-	}
 	if claim.Spec.AddressName != "" {
 		var a v1alpha1.IPAddress
 		err := r.Client.Get(ctx, types.NamespacedName{Name: claim.Spec.AddressName}, &a)
@@ -218,7 +215,7 @@ func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressCl
 		if err != nil {
 			return nil, err
 		}
-		free := r.assumed.overlay([]v1alpha1.IPAddress{a}, available)
+		free := r.assumed.overlay([]v1alpha1.IPAddress{a}, free)
 		if len(free) == 0 || !r.assumed.reserve(a.Name) {
 			return nil, nil
 		}
@@ -237,7 +234,7 @@ func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressCl
 			client.MatchingFields{index.AddressPool: index.PoolKey(res.class.Name, f, v1alpha1.AddressAvailable)}); err != nil {
 			return out, err
 		}
-		a, busy := r.assumed.reserveSmallest(list.Items, available)
+		a, busy := r.assumed.reserveSmallest(list.Items, free)
 		switch {
 		case a != nil:
 			out = append(out, *a)

@@ -252,11 +252,15 @@ func (p *plan) match(s snapshot, class *v1alpha1.IPAddressClass, missing []v1alp
 	return matched, waiting
 }
 
-// matchable: phase Available (so accepted by the address reconciler), no
-// claimRef, of the class and family.
+// free: phase Available (so accepted by the address reconciler), no
+// claimRef, not being deleted.
+func free(a *v1alpha1.IPAddress) bool {
+	return a.Status.Phase == v1alpha1.AddressAvailable && a.Spec.ClaimRef == nil && a.DeletionTimestamp == nil
+}
+
+// matchable: free, of the class and family.
 func matchable(a *v1alpha1.IPAddress, class string, f v1alpha1.IPFamily) bool {
-	return a.Status.Phase == v1alpha1.AddressAvailable && a.Spec.ClaimRef == nil && a.DeletionTimestamp == nil &&
-		a.Spec.ClassName == class && binding.Family(a) == f
+	return free(a) && a.Spec.ClassName == class && binding.Family(a) == f
 }
 
 // setStatus recomputes the claim status from the bound addresses and records

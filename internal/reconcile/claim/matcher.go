@@ -7,7 +7,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -25,12 +27,25 @@ type matcher struct {
 	wake   chan<- event.TypedGenericEvent[*v1alpha1.IPAddressClaim]
 }
 
-// poolOf maps an Available address to its pool's request.
-func poolOf(_ context.Context, a *v1alpha1.IPAddress) []reconcile.Request {
-	if a.Status.Phase != v1alpha1.AddressAvailable || a.Spec.ClaimRef != nil {
-		return nil
+// becameAvailable enqueues an address's pool when the address becomes
+// matchable — created Available, or turned Available — and on no other
+// change: a bind, which starts from Available, must not wake the pool.
+func becameAvailable() handler.TypedEventHandler[*v1alpha1.IPAddress, reconcile.Request] {
+	enqueue := func(a *v1alpha1.IPAddress, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: index.WaitingKey(a.Spec.ClassName, binding.Family(a))}})
 	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: index.WaitingKey(a.Spec.ClassName, binding.Family(a))}}}
+	return handler.TypedFuncs[*v1alpha1.IPAddress, reconcile.Request]{
+		CreateFunc: func(_ context.Context, e event.TypedCreateEvent[*v1alpha1.IPAddress], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if free(e.Object) {
+				enqueue(e.Object, q)
+			}
+		},
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*v1alpha1.IPAddress], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if free(e.ObjectNew) && !free(e.ObjectOld) {
+				enqueue(e.ObjectNew, q)
+			}
+		},
+	}
 }
 
 func (m *matcher) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
