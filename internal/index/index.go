@@ -89,15 +89,19 @@ func addressClassPhase(o client.Object) []string {
 	return []string{a.Spec.ClassName, ClassPhaseKey(a.Spec.ClassName, a.Status.Phase)}
 }
 
-// claimWaiting keys a live claim by each family it has no address for yet,
-// under the class it named or resolved to.
-func claimWaiting(o client.Object) []string {
-	c := o.(*v1alpha1.IPAddressClaim)
+func claimWaiting(o client.Object) []string { return WaitingKeys(o.(*v1alpha1.IPAddressClaim)) }
+
+// WaitingKeys are the ClaimWaiting keys of a claim: a live claim that a pass
+// left Pending or Lost is keyed by each family it has no address for yet,
+// under the class it named or resolved to. A claim no pass has seen yet is
+// not waiting: its first pass is still to come.
+func WaitingKeys(c *v1alpha1.IPAddressClaim) []string {
 	class := c.Spec.ClassName
 	if class == "" {
 		class = c.Status.ClassName
 	}
-	if c.DeletionTimestamp != nil || c.Spec.AddressName != "" || class == "" || c.Status.Phase == v1alpha1.ClaimBound {
+	waiting := c.Status.Phase == v1alpha1.ClaimPending || c.Status.Phase == v1alpha1.ClaimLost
+	if !waiting || c.DeletionTimestamp != nil || c.Spec.AddressName != "" || class == "" {
 		return nil
 	}
 	held := map[v1alpha1.IPFamily]bool{}

@@ -96,6 +96,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("ipaddressclaim-matcher").
 		WatchesRawSource(source.Kind(mgr.GetCache(), &v1alpha1.IPAddress{}, becameAvailable())).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &v1alpha1.IPAddressClaim{}, waitingChanged())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(m)
 }

@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 
@@ -18,13 +19,38 @@ import (
 )
 
 // matcher wakes waiting claims when addresses of their pool (class and
-// family) become Available. Its requests are pools, so a burst of addresses
+// family) become Available, and again whenever a claim enters or leaves the
+// pool's waiting set, until no Available address is left unclaimed. Its requests are pools, so a burst of addresses
 // becoming Available collapses into few passes, and a pass wakes only as
 // many waiting claims as there are Available addresses, oldest first: the
 // cost is linear in the pool, never waiting claims × addresses.
 type matcher struct {
 	client client.Client
 	wake   chan<- event.TypedGenericEvent[*v1alpha1.IPAddressClaim]
+}
+
+// waitingChanged enqueues the pools a claim enters or leaves. Leaving
+// matters as much as entering: a claim woken for an address may turn out
+// bound already (the index still listed it), and the pool's next waiting
+// claim is then woken on the pass its leaving triggers.
+func waitingChanged() handler.TypedEventHandler[*v1alpha1.IPAddressClaim, reconcile.Request] {
+	enqueue := func(keys []string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, k := range keys {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Name: k}})
+		}
+	}
+	return handler.TypedFuncs[*v1alpha1.IPAddressClaim, reconcile.Request]{
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*v1alpha1.IPAddressClaim], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			before, after := index.WaitingKeys(e.ObjectOld), index.WaitingKeys(e.ObjectNew)
+			if !slices.Equal(before, after) {
+				enqueue(before, q)
+				enqueue(after, q)
+			}
+		},
+		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*v1alpha1.IPAddressClaim], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(index.WaitingKeys(e.Object), q)
+		},
+	}
 }
 
 // becameAvailable enqueues an address's pool when the address becomes
