@@ -203,4 +203,3 @@ func do(url, bearer string) (*http.Response, error) {
 	}
 	return (&http.Client{Timeout: 5 * time.Second}).Do(req)
 }
-
