@@ -202,7 +202,7 @@ func run(opts options) (err error) {
 		"--health-probe-bind-address=0",
 		"--kube-api-qps=-1", // negative: no client-side rate limit
 	}, opts.managerArgs...)
-	tail := &tailWriter{max: 40}
+	tail := proc.NewTail(40)
 	var out io.Writer = tail
 	var prefixer *proc.PrefixWriter
 	if opts.verbose {
@@ -219,7 +219,7 @@ func run(opts options) (err error) {
 		stopping.Store(true)
 		say("stopping the manager")
 		if stopErr := mgr.Stop(managerGrace); stopErr != nil {
-			err = errors.Join(err, fmt.Errorf("%w%s", stopErr, tail.describe()))
+			err = errors.Join(err, fmt.Errorf("%w%s", stopErr, tail.Describe("the manager's output")))
 		}
 		if prefixer != nil {
 			_ = prefixer.Flush()
@@ -232,7 +232,7 @@ func run(opts options) (err error) {
 			if exitErr == nil {
 				exitErr = errors.New("exit status 0")
 			}
-			cancel(fmt.Errorf("the manager exited unexpectedly: %w%s", exitErr, tail.describe()))
+			cancel(fmt.Errorf("the manager exited unexpectedly: %w%s", exitErr, tail.Describe("the manager's output")))
 		}
 	}()
 
@@ -637,38 +637,4 @@ func rel(root, path string) string {
 		return r
 	}
 	return path
-}
-
-// tailWriter keeps the last max lines written to it, to explain a failure.
-type tailWriter struct {
-	mu      sync.Mutex
-	max     int
-	lines   []string
-	partial string
-}
-
-func (t *tailWriter) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	parts := strings.Split(t.partial+string(b), "\n")
-	t.partial = parts[len(parts)-1]
-	t.lines = append(t.lines, parts[:len(parts)-1]...)
-	if over := len(t.lines) - t.max; over > 0 {
-		t.lines = slices.Clone(t.lines[over:])
-	}
-	return len(b), nil
-}
-
-// describe returns the kept lines as an error message suffix.
-func (t *tailWriter) describe() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	lines := slices.Clone(t.lines)
-	if t.partial != "" {
-		lines = append(lines, t.partial)
-	}
-	if len(lines) == 0 {
-		return ""
-	}
-	return "\nlast lines of the manager's output:\n\t" + strings.Join(lines, "\n\t")
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -87,7 +86,7 @@ type ControlPlane struct {
 
 	env       *envtest.Environment
 	kcm       *proc.Process
-	kcmTail   *tailWriter
+	kcmTail   *proc.Tail
 	tmpDir    string
 	clientset kubernetes.Interface
 
@@ -195,7 +194,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	if err := cp.waitForControllerManager(ctx); err != nil {
-		return nil, fmt.Errorf("kube-controller-manager did not take effect: %w%s", err, cp.kcmTail.describe())
+		return nil, fmt.Errorf("kube-controller-manager did not take effect: %w%s", err, cp.kcmTail.Describe("its output"))
 	}
 	return cp, nil
 }
@@ -209,7 +208,7 @@ func (c *ControlPlane) startControllerManager(path string, out io.Writer) error 
 	if err := os.WriteFile(kubeconfigPath, kubeconfig, 0o600); err != nil {
 		return err
 	}
-	c.kcmTail = &tailWriter{max: 40}
+	c.kcmTail = proc.NewTail(40)
 	w := io.Writer(c.kcmTail)
 	if out != nil {
 		w = io.MultiWriter(c.kcmTail, out)
@@ -351,41 +350,4 @@ func (c *ControlPlane) Stop() error {
 		c.stopErr = errors.Join(errs...)
 	})
 	return c.stopErr
-}
-
-// tailWriter keeps the last max lines written to it, to explain a failure.
-type tailWriter struct {
-	mu      sync.Mutex
-	max     int
-	lines   []string
-	partial string
-}
-
-func (t *tailWriter) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	parts := strings.Split(t.partial+string(b), "\n")
-	t.partial = parts[len(parts)-1]
-	t.lines = append(t.lines, parts[:len(parts)-1]...)
-	if over := len(t.lines) - t.max; over > 0 {
-		t.lines = append(t.lines[:0:0], t.lines[over:]...)
-	}
-	return len(b), nil
-}
-
-// describe returns the kept lines as an error message suffix.
-func (t *tailWriter) describe() string {
-	if t == nil {
-		return ""
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	lines := t.lines
-	if t.partial != "" {
-		lines = append(lines[:len(lines):len(lines)], t.partial)
-	}
-	if len(lines) == 0 {
-		return ""
-	}
-	return "\nlast lines of its output:\n\t" + strings.Join(lines, "\n\t")
 }
