@@ -18,7 +18,7 @@ const (
 )
 
 // IPAddressClaimSpec is a tenant's request for an address.
-// +kubebuilder:validation:XValidation:rule="!has(self.addressName) || self.family != 'Dual'",message="addressName pre-binds one address and needs a single-family claim (IPv4 or IPv6)"
+// +kubebuilder:validation:XValidation:rule="!has(self.addressName) || self.family != 'Dual'",fieldPath=".addressName",message="addressName pre-binds one address and needs a single-family claim (IPv4 or IPv6)"
 type IPAddressClaimSpec struct {
 	// ClassName is the IPAddressClass to claim from. Empty means the default
 	// class (the one annotated is-default-class); the class resolved is

@@ -20,13 +20,13 @@ const (
 
 // IPAddressClassSpec names the driver that fulfils claims of the class and
 // the policies it applies.
-// +kubebuilder:validation:XValidation:rule="self.provisioner == oldSelf.provisioner",message="provisioner is immutable"
 type IPAddressClassSpec struct {
 	// Provisioner is the name of the driver that fulfils claims of this class,
 	// e.g. metallb.drivers.local.sdn.cozystack.io. Immutable.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="provisioner is immutable"
 	Provisioner string `json:"provisioner"`
 
 	// ReclaimPolicy is copied onto every IPAddress provisioned for this class,

@@ -217,8 +217,11 @@ func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressCl
 			return nil, err
 		}
 		free := r.assumed.overlay([]v1alpha1.IPAddress{a}, free)
-		if len(free) == 0 || !r.assumed.reserve(a.Name) {
+		switch {
+		case len(free) == 0:
 			return nil, nil
+		case !r.assumed.reserve(a.Name):
+			return nil, errBusy
 		}
 		return free, nil
 	}

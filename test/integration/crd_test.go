@@ -1,0 +1,181 @@
+package integration
+
+import (
+	"errors"
+	"testing"
+
+	. "github.com/onsi/gomega"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+// The CRDs' schema and CEL rules, as the API server applies them: no
+// manager runs in these tests.
+
+func TestCRD_RejectsInvalidObjects(t *testing.T) {
+	e := newEnv(t)
+	class := e.class("a")
+
+	// Existing objects for the update cases.
+	e.createClass(class)
+	existing := e.createAddress(e.v4(1), class)
+
+	for _, tc := range []struct {
+		name string
+		// write is the rejected create or update.
+		write func() error
+		// field is how the error text names the offending field: its path,
+		// or, for a rule set on a parent without a fieldPath, the path the
+		// API server reports followed by the field's name in the message.
+		field string
+		// path is the field path of the error's cause as the API server
+		// reports it; empty for a root-level rule (reported as "<nil>").
+		path string
+		// why is what the message must say about it.
+		why string
+	}{
+		{
+			name: "claim with an unknown family",
+			write: func() error {
+				return k8s.Create(e.ctx, e.newClaim("c", class, family("IPv5")))
+			},
+			field: "spec.family",
+			path:  "spec.family",
+			why:   `Unsupported value: "IPv5"`,
+		},
+		{
+			name: "address with an invalid IP",
+			write: func() error {
+				a := newAddress(e.v4(2), class)
+				a.Name, a.Spec.Address = "ip-10-0-0-256", "10.0.0.256"
+				return k8s.Create(e.ctx, a)
+			},
+			field: "spec.address",
+			path:  "spec.address",
+			why:   "must be an IPv4 or IPv6 address in canonical form",
+		},
+		{
+			name: "address with a non-canonical IPv6",
+			write: func() error {
+				a := newAddress(e.v4(2), class)
+				a.Name, a.Spec.Address = "ip-2001-db8-0-0-0-0-0-1", "2001:db8:0:0:0:0:0:1"
+				return k8s.Create(e.ctx, a)
+			},
+			field: "spec.address",
+			path:  "spec.address",
+			why:   "must be an IPv4 or IPv6 address in canonical form",
+		},
+		{
+			name: "address with both source.fromClass and source.providerRef",
+			write: func() error {
+				return k8s.Create(e.ctx, newAddress(e.v4(3), class, func(a *v1alpha1.IPAddress) {
+					a.Spec.Source.ProviderRef = &v1alpha1.ProviderReference{ID: "eipalloc-1"}
+				}))
+			},
+			field: "spec.source",
+			path:  "spec.source",
+			why:   "exactly one of fromClass or providerRef must be set",
+		},
+		{
+			name: "address with neither source.fromClass nor source.providerRef",
+			write: func() error {
+				return k8s.Create(e.ctx, newAddress(e.v4(4), class, func(a *v1alpha1.IPAddress) {
+					a.Spec.Source = v1alpha1.AddressSource{}
+				}))
+			},
+			field: "spec.source",
+			path:  "spec.source",
+			why:   "exactly one of fromClass or providerRef must be set",
+		},
+		{
+			name: "address whose name is not IPAddressName(spec.address)",
+			write: func() error {
+				a := newAddress(e.v4(5), class)
+				a.Name = nameOf(e.v4(6))
+				return k8s.Create(e.ctx, a)
+			},
+			field: "metadata.name",
+			why:   "must be derived from spec.address",
+		},
+		{
+			name: "changing an address's spec.address",
+			write: func() error {
+				a := existing.DeepCopy()
+				a.Spec.Address = e.v4(7)
+				return k8s.Update(e.ctx, a)
+			},
+			field: "spec.address",
+			path:  "spec.address",
+			why:   "address is immutable",
+		},
+		{
+			name: "changing an address's spec.className",
+			write: func() error {
+				a := existing.DeepCopy()
+				a.Spec.ClassName = e.class("b")
+				return k8s.Update(e.ctx, a)
+			},
+			field: "spec.className",
+			path:  "spec.className",
+			why:   "className is immutable",
+		},
+		{
+			name: "changing a class's spec.provisioner",
+			write: func() error {
+				c := e.getClass(e.g, class)
+				c.Spec.Provisioner = "other.example.com/x"
+				return k8s.Update(e.ctx, c)
+			},
+			field: "spec.provisioner: Invalid value",
+			path:  "spec.provisioner",
+			why:   "provisioner is immutable",
+		},
+		{
+			name: "claim with spec.addressName and family Dual",
+			write: func() error {
+				return k8s.Create(e.ctx, e.newClaim("dual", class, family(v1alpha1.Dual), addressName(existing.Name)))
+			},
+			field: "spec.addressName: Invalid value",
+			path:  "spec.addressName",
+			why:   "addressName pre-binds one address and needs a single-family claim",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			err := tc.write()
+			g.Expect(err).To(HaveOccurred())
+			g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
+			g.Expect(err.Error()).To(ContainSubstring(tc.why))
+			t.Logf("rejected: %v", err)
+			var status *apierrors.StatusError
+			g.Expect(errors.As(err, &status)).To(BeTrue(), "want a status error, got %T", err)
+			g.Expect(status.ErrStatus.Details).NotTo(BeNil())
+			g.Expect(err.Error()).To(ContainSubstring(tc.field))
+			if tc.path != "" {
+				causes := []string{}
+				for _, c := range status.ErrStatus.Details.Causes {
+					causes = append(causes, c.Field)
+				}
+				g.Expect(causes).To(ContainElement(tc.path), "error: %v", err)
+			}
+		})
+	}
+}
+
+func TestCRD_AcceptsCanonicalIPv6(t *testing.T) {
+	e := newEnv(t)
+	class := e.class("a")
+	a := newAddress("2001:db8::", class)
+	e.g.Expect(a.Name).To(Equal("ip-2001-db8--0"))
+	e.create(a)
+	var got v1alpha1.IPAddress
+	e.g.Expect(k8s.Get(e.ctx, client.ObjectKeyFromObject(a), &got)).To(Succeed())
+	e.g.Expect(got.Spec.Address).To(Equal("2001:db8::"))
+	e.g.Expect(got.Spec.ReclaimPolicy).To(Equal(v1alpha1.ReclaimRetain), "reclaimPolicy defaults to Retain")
+
+	claim := e.newClaim("defaulted", class, family(""))
+	e.create(claim)
+	e.g.Expect(claim.Spec.Family).To(Equal(v1alpha1.IPv4), "family defaults to IPv4")
+}
