@@ -82,6 +82,9 @@ func run() error {
 		return err
 	}
 	cfg.QPS, cfg.Burst = float32(qps), burst
+	// The user agent names the field manager of every write in managedFields
+	// and the client in the API server's audit log and metrics.
+	cfg.UserAgent = core.EventSource
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
