@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/cozystack/address-controller/api/v1alpha1"
 )
 
@@ -146,4 +148,44 @@ func newer(a, b string) bool {
 	x, errA := strconv.ParseUint(a, 10, 64)
 	y, errB := strconv.ParseUint(b, 10, 64)
 	return errA == nil && errB == nil && x > y
+}
+
+// claimVersions remembers the resource version of this binder's last write
+// to each claim until the informer delivers it: a pass on an older copy
+// would only write on a stale version and be refused with a conflict.
+type claimVersions struct {
+	mu      sync.Mutex
+	written map[types.NamespacedName]assumedVersion
+}
+
+type assumedVersion struct {
+	rv string
+	at time.Time
+}
+
+func newClaimVersions() *claimVersions {
+	return &claimVersions{written: map[types.NamespacedName]assumedVersion{}}
+}
+
+// wrote records the version a write returned.
+func (v *claimVersions) wrote(key types.NamespacedName, rv string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.written[key] = assumedVersion{rv: rv, at: time.Now()}
+}
+
+// stale reports whether the cached copy predates this binder's last write;
+// a copy that caught up ends the memory of it.
+func (v *claimVersions) stale(key types.NamespacedName, cachedRV string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	w, ok := v.written[key]
+	if !ok {
+		return false
+	}
+	if newer(w.rv, cachedRV) && time.Since(w.at) < assumeTTL {
+		return true
+	}
+	delete(v.written, key)
+	return false
 }

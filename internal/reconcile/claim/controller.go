@@ -70,13 +70,15 @@ type Reconciler struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
-	assumed *assumeCache
-	wake    chan event.TypedGenericEvent[*v1alpha1.IPAddressClaim]
+	assumed  *assumeCache
+	versions *claimVersions
+	wake     chan event.TypedGenericEvent[*v1alpha1.IPAddressClaim]
 }
 
 // SetupWithManager registers the claim controller and its matcher.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	r.assumed = newAssumeCache()
+	r.versions = newClaimVersions()
 	r.wake = make(chan event.TypedGenericEvent[*v1alpha1.IPAddressClaim], 1024)
 	if r.Now == nil {
 		r.Now = time.Now
@@ -150,6 +152,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	var claim v1alpha1.IPAddressClaim
 	if err := r.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.versions.stale(req.NamespacedName, claim.ResourceVersion) {
+		// The cache has yet to deliver this binder's own last write.
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
 	}
 	s, reserved, err := r.gather(ctx, &claim)
 	defer r.assumed.unreserve(reserved...)
@@ -294,6 +300,7 @@ func (r *Reconciler) execute(ctx context.Context, claim *v1alpha1.IPAddressClaim
 		if err := r.Client.Patch(ctx, claim, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 			return fmt.Errorf("protecting and stamping the claim: %w", err)
 		}
+		r.versions.wrote(client.ObjectKeyFromObject(claim), claim.ResourceVersion)
 	}
 	for _, a := range p.bind {
 		if err := r.bind(ctx, a); err != nil {
@@ -318,6 +325,7 @@ func (r *Reconciler) execute(ctx context.Context, claim *v1alpha1.IPAddressClaim
 		if err := r.Client.Status().Update(ctx, updated); err != nil {
 			return fmt.Errorf("writing the claim status: %w", err)
 		}
+		r.versions.wrote(client.ObjectKeyFromObject(updated), updated.ResourceVersion)
 		if p.boundNow {
 			metrics.ObserveTimeToBound(updated.Status.ClassName, r.Now().Sub(claim.CreationTimestamp.Time))
 		}
