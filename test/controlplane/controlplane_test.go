@@ -1,13 +1,9 @@
 package controlplane_test
 
 import (
-	"bytes"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/test/controlplane"
+	"github.com/cozystack/address-controller/test/proc"
 )
 
 const eventually = 60 * time.Second
@@ -45,13 +42,13 @@ func TestControlPlane(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Logf("control plane ready in %s", time.Since(start).Round(time.Millisecond))
 	t.Cleanup(func() {
-		before := childPIDs(t)
+		before := proc.Children("")
 		start := time.Now()
 		g.Expect(cp.Stop()).To(Succeed())
 		t.Logf("control plane stopped in %s", time.Since(start).Round(time.Millisecond))
 		if before != nil {
 			g.Expect(len(before)).To(BeNumerically(">=", 3), "etcd, kube-apiserver and kube-controller-manager should have been our children")
-			g.Expect(childPIDs(t)).To(BeEmpty(), "Stop left processes behind")
+			g.Expect(proc.Children("")).To(BeEmpty(), "Stop left processes behind")
 		}
 	})
 
@@ -160,38 +157,4 @@ func TestControlPlane(t *testing.T) {
 		err = tenant.List(t.Context(), &corev1.ConfigMapList{}, client.InNamespace(metav1.NamespaceDefault))
 		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "a user without bindings must be forbidden, got %v", err)
 	})
-}
-
-// childPIDs lists the live processes whose parent is this test binary, or
-// nil where /proc is not available.
-func childPIDs(t *testing.T) []int {
-	t.Helper()
-	if runtime.GOOS != "linux" {
-		return nil
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	self := os.Getpid()
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...; comm may contain spaces and parentheses.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) < 2 {
-			continue
-		}
-		if ppid, _ := strconv.Atoi(fields[1]); ppid == self {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }

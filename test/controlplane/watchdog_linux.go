@@ -3,13 +3,12 @@
 package controlplane
 
 import (
-	"bytes"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/cozystack/address-controller/test/proc"
 )
 
 // watchdogScript waits for EOF on stdin, then kills the process groups given
@@ -33,7 +32,7 @@ rm -rf "$dir"
 // envtest keeps its processes' ids to itself; they are found as our children
 // whose command line mentions dir, where their data lives.
 func startWatchdog(dir string) (disarm func(), err error) {
-	pids := childrenMentioning(dir)
+	pids := proc.Children(dir)
 	if len(pids) == 0 {
 		return func() {}, nil
 	}
@@ -64,35 +63,4 @@ func startWatchdog(dir string) (disarm func(), err error) {
 		<-done
 		_ = w.Close() // only now: closing it first would set the watchdog off
 	}, nil
-}
-
-// childrenMentioning returns the ids of this process's children whose
-// command line contains s.
-func childrenMentioning(s string) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	self := os.Getpid()
-	var pids []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// "pid (comm) state ppid ..."; comm may contain spaces and parentheses.
-		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(fields) < 2 || fields[1] != strconv.Itoa(self) {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err == nil && bytes.Contains(cmdline, []byte(s)) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
 }
