@@ -59,4 +59,9 @@ const (
 	ReasonRecycled       = "Recycled"
 	ReasonReclaimed      = "Reclaimed"
 	ReasonClassInUse     = "ClassInUse"
+
+	// Auto-claim events, recorded on the Service.
+	ReasonAutoClaimed              = "AutoClaimed"
+	ReasonMultipleAutoClaimClasses = "MultipleAutoClaimClasses"
+	ReasonClaimNotAdopted          = "ClaimNotAdopted"
 )

@@ -61,6 +61,7 @@ func run() error {
 	fs.IntVar(&opts.ClaimWorkers, "claim-workers", defaults.ClaimWorkers, "Concurrent IPAddressClaim reconciles.")
 	fs.IntVar(&opts.AddressWorkers, "address-workers", defaults.AddressWorkers, "Concurrent IPAddress reconciles.")
 	fs.IntVar(&opts.ClassWorkers, "class-workers", defaults.ClassWorkers, "Concurrent IPAddressClass reconciles.")
+	fs.IntVar(&opts.AutoClaimWorkers, "auto-claim-workers", defaults.AutoClaimWorkers, "Concurrent Service reconciles of auto-claim.")
 	fs.Float64Var(&qps, "kube-api-qps", 100,
 		"Client-side rate limit of API requests per second; a negative value disables client-side rate limiting.")
 	fs.IntVar(&burst, "kube-api-burst", 200, "Client-side burst above --kube-api-qps.")
@@ -96,6 +97,7 @@ func run() error {
 	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                        scheme,
+		Cache:                         core.CacheOptions(),
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        probeAddr,
 		PprofBindAddress:              pprofAddr,

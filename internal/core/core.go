@@ -3,11 +3,15 @@ package core
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/internal/index"
 	"github.com/cozystack/address-controller/internal/metrics"
 	"github.com/cozystack/address-controller/internal/reconcile/address"
+	"github.com/cozystack/address-controller/internal/reconcile/autoclaim"
 	"github.com/cozystack/address-controller/internal/reconcile/claim"
 	"github.com/cozystack/address-controller/internal/reconcile/class"
 	"github.com/cozystack/address-controller/internal/recorder"
@@ -15,9 +19,9 @@ import (
 
 // Options tunes the core.
 type Options struct {
-	// ClaimWorkers, AddressWorkers and ClassWorkers are the concurrent
-	// reconciles of each controller.
-	ClaimWorkers, AddressWorkers, ClassWorkers int
+	// ClaimWorkers, AddressWorkers, ClassWorkers and AutoClaimWorkers are
+	// the concurrent reconciles of each controller.
+	ClaimWorkers, AddressWorkers, ClassWorkers, AutoClaimWorkers int
 	// SkipMetrics leaves the metrics unregistered (a second manager in one
 	// process, in tests).
 	SkipMetrics bool
@@ -25,7 +29,15 @@ type Options struct {
 
 // DefaultOptions are the defaults of cmd/manager's flags.
 func DefaultOptions() Options {
-	return Options{ClaimWorkers: 8, AddressWorkers: 8, ClassWorkers: 2}
+	return Options{ClaimWorkers: 8, AddressWorkers: 8, ClassWorkers: 2, AutoClaimWorkers: 4}
+}
+
+// CacheOptions are the cache options the core's manager must be built with:
+// Services are cached trimmed to what auto-claim reads.
+func CacheOptions() cache.Options {
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Service{}: {Transform: autoclaim.TransformService},
+	}}
 }
 
 // EventSource is the reporting controller name on the core's events.
@@ -48,7 +60,10 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&address.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec}).SetupWithManager(mgr, opts.AddressWorkers); err != nil {
 		return err
 	}
-	return (&class.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec}).SetupWithManager(mgr, opts.ClassWorkers)
+	if err := (&class.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec}).SetupWithManager(mgr, opts.ClassWorkers); err != nil {
+		return err
+	}
+	return (&autoclaim.Reconciler{Client: mgr.GetClient(), Recorder: rec}).SetupWithManager(mgr, max(opts.AutoClaimWorkers, 1))
 }
 
 // The secure metrics endpoint authenticates and authorizes scrapes.

@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,7 +30,12 @@ const (
 	ClaimAddressName = "spec.addressName"
 	// ClaimUnresolved: IPAddressClaim whose class failed to resolve, key Unresolved.
 	ClaimUnresolved = "unresolved"
+	// ServiceUnclaimed: a LoadBalancer Service that names no claim, key Unclaimed.
+	ServiceUnclaimed = "unclaimed"
 )
+
+// Unclaimed is the only key of ServiceUnclaimed.
+const Unclaimed = "true"
 
 // Unresolved is the only key of ClaimUnresolved.
 const Unresolved = "true"
@@ -64,6 +70,7 @@ func Setup(ctx context.Context, i client.FieldIndexer) error {
 		{&v1alpha1.IPAddressClaim{}, ClaimWaiting, claimWaiting},
 		{&v1alpha1.IPAddressClaim{}, ClaimAddressName, claimAddressName},
 		{&v1alpha1.IPAddressClaim{}, ClaimUnresolved, claimUnresolved},
+		{&corev1.Service{}, ServiceUnclaimed, serviceUnclaimed},
 	} {
 		if err := i.IndexField(ctx, x.obj, x.key, x.fn); err != nil {
 			return err
@@ -128,6 +135,14 @@ func claimUnresolved(o client.Object) []string {
 	c := o.(*v1alpha1.IPAddressClaim)
 	if c.DeletionTimestamp == nil && meta.IsStatusConditionPresentAndEqual(c.Status.Conditions, v1alpha1.ConditionClassResolved, metav1.ConditionFalse) {
 		return []string{Unresolved}
+	}
+	return nil
+}
+
+func serviceUnclaimed(o client.Object) []string {
+	svc := o.(*corev1.Service)
+	if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Annotations[v1alpha1.AnnotationIPAddressClaim] == "" {
+		return []string{Unclaimed}
 	}
 	return nil
 }

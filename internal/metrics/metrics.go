@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -17,7 +18,14 @@ var timeToBound = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 	Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600},
 }, []string{"class"})
 
+var autoClaimsCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "address_controller_auto_claims_created_total",
+	Help: "IPAddressClaims created for LoadBalancer Services by auto-claim, by class.",
+}, []string{"class"})
+
 var (
+	autoClaimsDesc = prometheus.NewDesc("address_controller_auto_claims",
+		"IPAddressClaims controlled by a Service (auto-claims), by phase and class.", []string{"phase", "class"}, nil)
 	claimsDesc = prometheus.NewDesc("address_controller_claims",
 		"IPAddressClaims by phase and resolved class.", []string{"phase", "class"}, nil)
 	addressesDesc = prometheus.NewDesc("address_controller_addresses",
@@ -29,10 +37,17 @@ func ObserveTimeToBound(class string, d time.Duration) {
 	timeToBound.WithLabelValues(class).Observe(d.Seconds())
 }
 
+// AutoClaimCreated counts a claim auto-claim created.
+func AutoClaimCreated(class string) {
+	autoClaimsCreated.WithLabelValues(class).Inc()
+}
+
 // Register registers the metrics; reader is the manager's cache.
 func Register(reader client.Reader) error {
-	if err := ctrlmetrics.Registry.Register(timeToBound); err != nil {
-		return err
+	for _, c := range []prometheus.Collector{timeToBound, autoClaimsCreated} {
+		if err := ctrlmetrics.Registry.Register(c); err != nil {
+			return err
+		}
 	}
 	return ctrlmetrics.Registry.Register(&inventory{reader: reader})
 }
@@ -43,6 +58,7 @@ type inventory struct{ reader client.Reader }
 func (i *inventory) Describe(ch chan<- *prometheus.Desc) {
 	ch <- claimsDesc
 	ch <- addressesDesc
+	ch <- autoClaimsDesc
 }
 
 func (i *inventory) Collect(ch chan<- prometheus.Metric) {
@@ -51,12 +67,19 @@ func (i *inventory) Collect(ch chan<- prometheus.Metric) {
 	type key struct{ phase, class string }
 	var claims v1alpha1.IPAddressClaimList
 	if err := i.reader.List(ctx, &claims, client.UnsafeDisableDeepCopy); err == nil {
-		counts := map[key]int{}
+		counts, auto := map[key]int{}, map[key]int{}
 		for _, c := range claims.Items {
-			counts[key{string(c.Status.Phase), c.Status.ClassName}]++
+			k := key{string(c.Status.Phase), c.Status.ClassName}
+			counts[k]++
+			if ref := metav1.GetControllerOf(&c); ref != nil && ref.Kind == "Service" && ref.APIVersion == "v1" {
+				auto[k]++
+			}
 		}
 		for k, n := range counts {
 			ch <- prometheus.MustNewConstMetric(claimsDesc, prometheus.GaugeValue, float64(n), k.phase, k.class)
+		}
+		for k, n := range auto {
+			ch <- prometheus.MustNewConstMetric(autoClaimsDesc, prometheus.GaugeValue, float64(n), k.phase, k.class)
 		}
 	}
 	var addrs v1alpha1.IPAddressList

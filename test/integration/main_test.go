@@ -156,6 +156,7 @@ func startManager(t *testing.T, mods ...func(*rest.Config)) (stop func()) {
 	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                  scheme,
+		Cache:                   core.CacheOptions(),
 		Metrics:                 metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:  "0",
 		LeaderElection:          false,

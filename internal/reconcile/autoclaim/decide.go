@@ -1,0 +1,151 @@
+package autoclaim
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+// backendAnnotations are MetalLB's pool, pin and sharing annotations: a
+// Service carrying one has chosen its address source.
+var backendAnnotations = []string{
+	"metallb.io/loadBalancerIPs", "metallb.io/address-pool", "metallb.io/allow-shared-ip",
+	"metallb.universe.tf/loadBalancerIPs", "metallb.universe.tf/address-pool", "metallb.universe.tf/allow-shared-ip",
+}
+
+// snapshot is everything one pass decides on.
+type snapshot struct {
+	service *corev1.Service
+	classes []v1alpha1.IPAddressClass
+	// claim is the claim named after the Service in its namespace, if any.
+	claim *v1alpha1.IPAddressClaim
+}
+
+// plan is what one pass writes: the claim to create, then the annotation.
+type plan struct {
+	create *v1alpha1.IPAddressClaim
+	// annotate names the claim to write into the Service's annotation.
+	annotate string
+	events   []record
+}
+
+type record struct {
+	eventType, reason, message string
+	// once: the condition persists across passes; record it once.
+	once bool
+}
+
+// decide runs contract §10 over s.
+func decide(s snapshot) plan {
+	svc := s.service
+	if why := excluded(svc); why != "" {
+		return plan{}
+	}
+	class, ok, rec := autoClaimClass(svc, s.classes)
+	if !ok {
+		if rec != nil {
+			return plan{events: []record{*rec}}
+		}
+		return plan{}
+	}
+	switch {
+	case s.claim == nil:
+		return plan{create: newClaim(svc, class), annotate: svc.Name, events: []record{{eventType: corev1.EventTypeNormal, reason: v1alpha1.ReasonAutoClaimed,
+			message: fmt.Sprintf("created IPAddressClaim %s of class %q (%s) for this Service", svc.Name, class, family(svc))}}}
+	case controlledBy(s.claim, svc):
+		return plan{annotate: svc.Name}
+	default:
+		return plan{events: []record{{eventType: corev1.EventTypeWarning, reason: v1alpha1.ReasonClaimNotAdopted, once: true,
+			message: fmt.Sprintf("IPAddressClaim %s exists and is not controlled by this Service; it is not adopted. Name it with the %s annotation to use it",
+				svc.Name, v1alpha1.AnnotationIPAddressClaim)}}}
+	}
+}
+
+// excluded says why a Service does not qualify for auto-claim, or "".
+func excluded(svc *corev1.Service) string {
+	a := svc.Annotations
+	switch {
+	case svc.DeletionTimestamp != nil:
+		return "being deleted"
+	case svc.Spec.Type != corev1.ServiceTypeLoadBalancer:
+		return "not a LoadBalancer"
+	case a[v1alpha1.AnnotationIPAddressClaim] != "":
+		return "names a claim"
+	case a[v1alpha1.AnnotationAutoClaim] == "false":
+		return "opted out"
+	case ptr.Deref(svc.Spec.LoadBalancerClass, "") != "":
+		return "another load-balancer implementation's"
+	case svc.Spec.LoadBalancerIP != "":
+		return "asks for a specific address"
+	case len(svc.Status.LoadBalancer.Ingress) > 0:
+		return "already has an address"
+	}
+	for _, k := range backendAnnotations {
+		if _, ok := a[k]; ok {
+			return "chose its address source with " + k
+		}
+	}
+	return ""
+}
+
+// autoClaimClass is the Service's ip-address-class annotation, else the
+// single class marked is-auto-claim-class. None marked: no class and no
+// event. Several: no class and a warning.
+func autoClaimClass(svc *corev1.Service, classes []v1alpha1.IPAddressClass) (string, bool, *record) {
+	if c := svc.Annotations[v1alpha1.AnnotationIPAddressClass]; c != "" {
+		return c, true, nil
+	}
+	var marked []string
+	for i := range classes {
+		if classes[i].Annotations[v1alpha1.AnnotationAutoClaimClass] == "true" && classes[i].DeletionTimestamp == nil {
+			marked = append(marked, classes[i].Name)
+		}
+	}
+	sort.Strings(marked)
+	switch len(marked) {
+	case 0:
+		return "", false, nil
+	case 1:
+		return marked[0], true, nil
+	}
+	return "", false, &record{eventType: corev1.EventTypeWarning, reason: v1alpha1.ReasonMultipleAutoClaimClasses, once: true,
+		message: fmt.Sprintf("%d classes are marked %s (%s); nothing is claimed until one is, or the Service names a class with %s",
+			len(marked), v1alpha1.AnnotationAutoClaimClass, strings.Join(marked, ", "), v1alpha1.AnnotationIPAddressClass)}
+}
+
+// family derives the claim's family from the Service: Dual only when it
+// requires dual-stack, else its primary family.
+func family(svc *corev1.Service) v1alpha1.IPFamily {
+	switch {
+	case ptr.Deref(svc.Spec.IPFamilyPolicy, "") == corev1.IPFamilyPolicyRequireDualStack:
+		return v1alpha1.Dual
+	case len(svc.Spec.IPFamilies) > 0 && svc.Spec.IPFamilies[0] == corev1.IPv6Protocol:
+		return v1alpha1.IPv6
+	default:
+		return v1alpha1.IPv4
+	}
+}
+
+func newClaim(svc *corev1.Service, class string) *v1alpha1.IPAddressClaim {
+	return &v1alpha1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: svc.Namespace, Name: svc.Name,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: v1alpha1.IPAddressClaimSpec{ClassName: class, Family: family(svc)},
+	}
+}
+
+func controlledBy(claim *v1alpha1.IPAddressClaim, svc *corev1.Service) bool {
+	ref := metav1.GetControllerOf(claim)
+	return ref != nil && ref.UID == svc.UID
+}
