@@ -93,8 +93,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, err
 }
 
-// execute creates the claim, then patches the one annotation onto the
-// Service: a merge patch of that key alone, preconditioned on the version
+// execute creates the claim, records the events, then patches the one
+// annotation onto the Service: a merge patch of that key alone, preconditioned on the version
 // read, so no concurrent edit of the Service is ever overwritten and a
 // Service that changed (say, got an address) is judged again.
 func (r *Reconciler) execute(ctx context.Context, svc *corev1.Service, p plan) error {
@@ -104,18 +104,20 @@ func (r *Reconciler) execute(ctx context.Context, svc *corev1.Service, p plan) e
 		}
 		metrics.AutoClaimCreated(p.create.Spec.ClassName)
 	}
-	if p.annotate != "" {
-		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}}}`,
-			svc.ResourceVersion, v1alpha1.AnnotationIPAddressClaim, p.annotate))
-		if err := r.Client.Patch(ctx, svc.DeepCopy(), patch); err != nil {
-			return fmt.Errorf("annotating the Service: %w", err)
-		}
-	}
+	// Recorded before the patch: a claim that exists is the transition, and
+	// a retried patch finds the claim there and records nothing again.
 	for _, e := range p.events {
 		if e.once {
 			r.Recorder.EventOnce(svc, e.eventType, e.reason, e.message)
 		} else {
 			r.Recorder.Event(svc, e.eventType, e.reason, e.message)
+		}
+	}
+	if p.annotate != "" {
+		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}}}`,
+			svc.ResourceVersion, v1alpha1.AnnotationIPAddressClaim, p.annotate))
+		if err := r.Client.Patch(ctx, svc.DeepCopy(), patch); err != nil {
+			return fmt.Errorf("annotating the Service: %w", err)
 		}
 	}
 	return nil
