@@ -51,3 +51,12 @@ func (r *Recorder) EventOnce(obj client.Object, eventType, reason, message strin
 	r.mu.Unlock()
 	r.events.Eventf(obj, nil, eventType, reason, reason, "%s", message)
 }
+
+// Emit records with EventOnce when once is set, else with Event.
+func (r *Recorder) Emit(obj client.Object, eventType, reason, message string, once bool) {
+	if once {
+		r.EventOnce(obj, eventType, reason, message)
+		return
+	}
+	r.Event(obj, eventType, reason, message)
+}

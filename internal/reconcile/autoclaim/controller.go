@@ -107,11 +107,7 @@ func (r *Reconciler) execute(ctx context.Context, svc *corev1.Service, p plan) e
 	// Recorded before the patch: a claim that exists is the transition, and
 	// a retried patch finds the claim there and records nothing again.
 	for _, e := range p.events {
-		if e.once {
-			r.Recorder.EventOnce(svc, e.eventType, e.reason, e.message)
-		} else {
-			r.Recorder.Event(svc, e.eventType, e.reason, e.message)
-		}
+		r.Recorder.Emit(svc, e.eventType, e.reason, e.message, e.once)
 	}
 	if p.annotate != "" {
 		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}}}`,

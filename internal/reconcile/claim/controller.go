@@ -339,11 +339,7 @@ func (r *Reconciler) execute(ctx context.Context, claim *v1alpha1.IPAddressClaim
 		}
 	}
 	for _, e := range p.events {
-		if e.once {
-			r.Recorder.EventOnce(e.regarding, e.eventType, e.reason, e.message)
-		} else {
-			r.Recorder.Event(e.regarding, e.eventType, e.reason, e.message)
-		}
+		r.Recorder.Emit(e.regarding, e.eventType, e.reason, e.message, e.once)
 	}
 	return nil
 }
