@@ -35,8 +35,8 @@ import (
 const leaseNamespace = "kube-system"
 
 // TestManagerBinary runs bin/manager as an operator would and checks what a
-// platform team relies on: leader election, probes, binding, and metrics
-// only for an authorized scraper.
+// platform team relies on: leader election, probes, binding, auto-claim, and
+// metrics only for an authorized scraper.
 func TestManagerBinary(t *testing.T) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(30 * time.Second)
@@ -103,6 +103,19 @@ func TestManagerBinary(t *testing.T) {
 		g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimBound))
 	}).Should(Succeed())
 
+	By("it auto-claims a plain LoadBalancer Service that names a class")
+	g.Expect(k8s.Create(ctx, &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "ip-198-51-100-2"},
+		Spec: v1alpha1.IPAddressSpec{Address: "198.51.100.2", ClassName: "metrics", Source: v1alpha1.AddressSource{FromClass: &v1alpha1.FromClassSource{}}}})).To(Succeed())
+	g.Expect(k8s.Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "shop", Annotations: map[string]string{v1alpha1.AnnotationIPAddressClass: "metrics"}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}},
+	})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		var c v1alpha1.IPAddressClaim
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: "default", Name: "shop"}, &c)).To(Succeed())
+		g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimBound))
+	}).Should(Succeed())
+
 	By("metrics refuse an anonymous scrape and a scraper without RBAC")
 	url := "https://" + metricsAddr + "/metrics"
 	g.Expect(get(t, url, "")).To(Equal(http.StatusUnauthorized))
@@ -114,9 +127,11 @@ func TestManagerBinary(t *testing.T) {
 	scraper := token(ctx, t, cs, k8s, "prometheus", true)
 	g.Eventually(func(g Gomega) {
 		body := scrape(g, url, scraper)
-		g.Expect(body).To(ContainSubstring(`address_controller_claims{class="metrics",phase="Bound"} 1`))
-		g.Expect(body).To(ContainSubstring(`address_controller_addresses{class="metrics",phase="Bound"} 1`))
-		g.Expect(body).To(ContainSubstring(`address_controller_claim_time_to_bound_seconds_count{class="metrics"} 1`))
+		g.Expect(body).To(ContainSubstring(`address_controller_claims{class="metrics",phase="Bound"} 2`))
+		g.Expect(body).To(ContainSubstring(`address_controller_addresses{class="metrics",phase="Bound"} 2`))
+		g.Expect(body).To(ContainSubstring(`address_controller_claim_time_to_bound_seconds_count{class="metrics"} 2`))
+		g.Expect(body).To(ContainSubstring(`address_controller_auto_claims{class="metrics",phase="Bound"} 1`))
+		g.Expect(body).To(ContainSubstring(`address_controller_auto_claims_created_total{class="metrics"} 1`))
 	}).Should(Succeed())
 }
 
