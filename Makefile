@@ -4,13 +4,14 @@
 # tools module; the variables here must agree with it (checked before building).
 ETCD_VERSION           := v3.6.16
 KUBERNETES_VERSION     := v1.37.2
+METALLB_VERSION        := v0.15.2
 CONTROLLER_GEN_VERSION := v0.23.0
 GOLANGCI_LINT_VERSION  := v2.15.0
 
 BIN            := $(CURDIR)/bin
 CONTROLLER_GEN := bin/controller-gen
 GOLANGCI_LINT  := bin/golangci-lint
-CONTROLPLANE   := bin/etcd bin/kube-apiserver bin/kube-controller-manager
+CONTROLPLANE   := bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/metallb-controller bin/metallb-crds
 
 # test/controlplane finds etcd, kube-apiserver and kube-controller-manager here.
 export CONTROLPLANE_BIN := $(BIN)
@@ -48,6 +49,18 @@ bin/kube-controller-manager: tools/kube/go.mod tools/kube/go.sum ## Build kube-c
 	@$(check-kube-version)
 	cd tools/kube && go build -o $(BIN)/kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 	@touch $@
+
+bin/metallb-controller: tools/metallb/go.mod tools/metallb/go.sum ## Build MetalLB's controller from tools/metallb.
+	@grep -q 'go.universe.tf/metallb $(METALLB_VERSION)' tools/metallb/go.mod || \
+		{ echo "tools/metallb/go.mod does not pin MetalLB $(METALLB_VERSION); update METALLB_VERSION or the module" >&2; exit 1; }
+	cd tools/metallb && go build -o $(BIN)/metallb-controller go.universe.tf/metallb/controller
+	@touch $@
+
+# MetalLB's CRDs ship inside its module; copied out (the module cache is read-only).
+bin/metallb-crds: tools/metallb/go.mod tools/metallb/go.sum ## Copy MetalLB's CRDs from its module.
+	rm -rf $@ && mkdir -p $@
+	cp "$$(cd tools/metallb && go list -m -f '{{.Dir}}' go.universe.tf/metallb)"/config/crd/bases/*.yaml $@/
+	chmod -R u+w $@
 
 define check-kube-version
 grep -q 'k8s.io/kubernetes $(KUBERNETES_VERSION)' tools/kube/go.mod || \

@@ -1,0 +1,121 @@
+package metallb
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/address-controller/test/controlplane"
+	"github.com/cozystack/address-controller/test/proc"
+)
+
+const ns = "metallb-system"
+
+func TestMetalLBAssignsPinnedAddresses(t *testing.T) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(60 * time.Second)
+	g.SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
+	bin, err := controlplane.BinDir()
+	if err == nil {
+		_, err = os.Stat(filepath.Join(bin, "metallb-controller"))
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no MetalLB controller: %v", err)
+		}
+		t.Skipf("no MetalLB controller (make bin/metallb-controller): %v", err)
+	}
+	root, err := controlplane.RepoRoot()
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd"), filepath.Join(bin, "metallb-crds")},
+	})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = cp.Stop() })
+	k8s, err := client.New(cp.Config, client.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	// The controller exits unless the Deployment it names exists; no pods
+	// are needed, it only owns the memberlist Secret.
+	g.Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+	labels := map[string]string{"app": "metallb"}
+	g.Expect(k8s.Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "controller"},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "controller", Image: "metallb/controller"}}}},
+		},
+	})).To(Succeed())
+
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	g.Expect(cp.WriteKubeconfig(kubeconfig)).To(Succeed())
+	var out bytes.Buffer
+	p, err := proc.Start("metallb-controller", filepath.Join(bin, "metallb-controller"), []string{
+		"--kubeconfig=" + kubeconfig, "--namespace=" + ns, "--webhook-mode=disabled", "--disable-cert-rotation",
+		"--deployment=controller", "--ml-secret-name=memberlist", "--port=" + freePort(t),
+	}, &out)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		_ = p.Stop(5 * time.Second)
+		if t.Failed() {
+			t.Logf("metallb-controller output:\n%s", out.String())
+		}
+	})
+
+	pool := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+		"metadata": map[string]any{"namespace": ns, "name": "reserved"},
+		"spec":     map[string]any{"addresses": []any{"198.51.100.0/28", "2001:db8:100::1-2001:db8:100::f"}, "autoAssign": false},
+	}}
+	g.Expect(k8s.Create(ctx, pool)).To(Succeed())
+
+	lb := func(name string, annotations map[string]string) *corev1.Service {
+		return &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Annotations: annotations},
+			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}},
+		}
+	}
+	g.Expect(k8s.Create(ctx, lb("pinned", map[string]string{"metallb.io/loadBalancerIPs": "198.51.100.5"}))).To(Succeed())
+	g.Expect(k8s.Create(ctx, lb("plain", nil))).To(Succeed())
+
+	ingress := func(name string) func(Gomega) []string {
+		return func(g Gomega) []string {
+			var svc corev1.Service
+			g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: "default", Name: name}, &svc)).To(Succeed())
+			var ips []string
+			for _, in := range svc.Status.LoadBalancer.Ingress {
+				ips = append(ips, in.IP)
+			}
+			return ips
+		}
+	}
+	g.Eventually(ingress("pinned")).Should(Equal([]string{"198.51.100.5"}))
+	g.Consistently(ingress("plain"), 3*time.Second).Should(BeEmpty(), "an autoAssign: false pool hands out nothing unasked")
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr().String())
+	return port
+}
