@@ -3,14 +3,12 @@ package metallb
 import (
 	"bytes"
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,15 +19,13 @@ import (
 	"github.com/cozystack/address-controller/test/proc"
 )
 
-const ns = "metallb-system"
-
 func TestMetalLBAssignsPinnedAddresses(t *testing.T) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(60 * time.Second)
 	g.SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
 	bin, err := controlplane.BinDir()
 	if err == nil {
-		_, err = os.Stat(filepath.Join(bin, "metallb-controller"))
+		_, err = os.Stat(filepath.Join(bin, Binary))
 	}
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -42,34 +38,19 @@ func TestMetalLBAssignsPinnedAddresses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cp, err := controlplane.Start(ctx, controlplane.Options{
-		CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd"), filepath.Join(bin, "metallb-crds")},
+		CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd"), CRDDir(bin)},
 	})
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = cp.Stop() })
 	k8s, err := client.New(cp.Config, client.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 
-	// The controller exits unless the Deployment it names exists; no pods
-	// are needed, it only owns the memberlist Secret.
-	g.Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-	labels := map[string]string{"app": "metallb"}
-	g.Expect(k8s.Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "controller"},
-		Spec: appsv1.DeploymentSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "controller", Image: "metallb/controller"}}}},
-		},
-	})).To(Succeed())
-
+	g.Expect(Prepare(ctx, k8s)).To(Succeed())
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	g.Expect(cp.WriteKubeconfig(kubeconfig)).To(Succeed())
 	var out bytes.Buffer
-	p, err := proc.Start("metallb-controller", filepath.Join(bin, "metallb-controller"), []string{
-		"--kubeconfig=" + kubeconfig, "--namespace=" + ns, "--webhook-mode=disabled", "--disable-cert-rotation",
-		"--deployment=controller", "--ml-secret-name=memberlist", "--port=" + freePort(t),
-	}, &out)
+	p, err := proc.Start("metallb-controller", filepath.Join(bin, Binary), Args(kubeconfig), &out)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() {
 		_ = p.Stop(5 * time.Second)
@@ -80,7 +61,7 @@ func TestMetalLBAssignsPinnedAddresses(t *testing.T) {
 
 	pool := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
-		"metadata": map[string]any{"namespace": ns, "name": "reserved"},
+		"metadata": map[string]any{"namespace": Namespace, "name": "reserved"},
 		"spec":     map[string]any{"addresses": []any{"198.51.100.0/28", "2001:db8:100::1-2001:db8:100::f"}, "autoAssign": false},
 	}}
 	g.Expect(k8s.Create(ctx, pool)).To(Succeed())
@@ -107,15 +88,4 @@ func TestMetalLBAssignsPinnedAddresses(t *testing.T) {
 	}
 	g.Eventually(ingress("pinned")).Should(Equal([]string{"198.51.100.5"}))
 	g.Consistently(ingress("plain"), 3*time.Second).Should(BeEmpty(), "an autoAssign: false pool hands out nothing unasked")
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"path/filepath"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/cozystack/address-controller/test/controlplane"
+	"github.com/cozystack/address-controller/test/metallb"
 )
 
 // component is one process the playground runs against its control plane.
@@ -28,6 +31,15 @@ type component struct {
 func components(kubeconfig string) []component {
 	return []component{
 		{
+			// MetalLB's own controller, as the driver of MetalLB classes will
+			// use it: pools are MetalLB IPAddressPools in metallb-system.
+			name:  "metallb-controller",
+			path:  filepath.Join("bin", metallb.Binary),
+			args:  metallb.Args(kubeconfig),
+			crds:  []string{filepath.Join("bin", metallb.CRDs)},
+			setup: prepareMetalLB,
+		},
+		{
 			name: "manager",
 			path: filepath.Join("bin", "manager"),
 			args: []string{
@@ -39,4 +51,12 @@ func components(kubeconfig string) []component {
 			},
 		},
 	}
+}
+
+func prepareMetalLB(ctx context.Context, cp *controlplane.ControlPlane) error {
+	c, err := client.New(cp.Config, client.Options{})
+	if err != nil {
+		return err
+	}
+	return metallb.Prepare(ctx, c)
 }

@@ -1,0 +1,64 @@
+package metallb
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"path/filepath"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Namespace is where the MetalLB controller keeps its configuration.
+const Namespace = "metallb-system"
+
+// Binary and CRDs are the controller's binary and MetalLB's CRD directory,
+// relative to the control plane's bin directory (the Makefile builds both).
+const (
+	Binary = "metallb-controller"
+	CRDs   = "metallb-crds"
+)
+
+// Prepare creates what the controller expects before it starts: its
+// namespace and the Deployment it names (it exits without one; no pods are
+// needed, it only owns the memberlist Secret).
+func Prepare(ctx context.Context, c client.Client) error {
+	labels := map[string]string{"app": "metallb", "component": "controller"}
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}},
+		&appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: Namespace, Name: "controller"},
+			Spec: appsv1.DeploymentSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "controller", Image: "quay.io/metallb/controller"}}}},
+			},
+		},
+	} {
+		if err := c.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %s: %w", obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// Args are the controller's flags for a cluster without nodes or webhooks,
+// with its metrics on a free port (MetalLB's default when none is found).
+func Args(kubeconfig string) []string {
+	port := "7472"
+	if l, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
+		_, port, _ = net.SplitHostPort(l.Addr().String())
+		_ = l.Close()
+	}
+	return []string{
+		"--kubeconfig=" + kubeconfig, "--namespace=" + Namespace, "--webhook-mode=disabled", "--disable-cert-rotation",
+		"--deployment=controller", "--ml-secret-name=memberlist", "--port=" + port,
+	}
+}
+
+// CRDDir is MetalLB's CRD directory under the control plane's bin directory.
+func CRDDir(bin string) string { return filepath.Join(bin, CRDs) }
