@@ -148,6 +148,7 @@ run: build $(CONTROLPLANE) ## Run a local control plane plus bin/manager in the 
 
 .PHONY: bench
 bench: build $(CONTROLPLANE) ## Run the benchmark against a local control plane (N objects).
+	go test ./internal/... -run='^$$' -bench=. -benchtime=2000x
 	go run ./test/bench -n=$(N)
 
 .PHONY: clean

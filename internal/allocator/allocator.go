@@ -1,0 +1,109 @@
+package allocator
+
+import (
+	"fmt"
+	"math/big"
+	"net/netip"
+	"strings"
+
+	"go4.org/netipx"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+// ParseRanges builds the set of addresses a pool's ranges cover. Each entry
+// is a CIDR ("203.0.113.0/24", "2001:db8::/64") or an inclusive range
+// ("203.0.113.10-203.0.113.20"), as MetalLB's IPAddressPool.spec.addresses
+// takes them; the error names the entry that is not.
+func ParseRanges(entries []string) (*netipx.IPSet, error) {
+	var b netipx.IPSetBuilder
+	for i, e := range entries {
+		r, err := parseRange(strings.TrimSpace(e))
+		if err != nil {
+			return nil, fmt.Errorf("addresses[%d] %q: %w", i, e, err)
+		}
+		b.AddRange(r)
+	}
+	return b.IPSet()
+}
+
+func parseRange(e string) (netipx.IPRange, error) {
+	if from, to, ok := strings.Cut(e, "-"); ok {
+		r, err := netipx.ParseIPRange(strings.TrimSpace(from) + "-" + strings.TrimSpace(to))
+		if err != nil {
+			return netipx.IPRange{}, err
+		}
+		if !r.IsValid() {
+			return netipx.IPRange{}, fmt.Errorf("not a valid range: start after end, or families differ")
+		}
+		return r, nil
+	}
+	p, err := netip.ParsePrefix(e)
+	if err != nil {
+		return netipx.IPRange{}, fmt.Errorf("neither a CIDR nor a start-end range")
+	}
+	return netipx.RangeOfPrefix(p.Masked()), nil
+}
+
+// FirstFree returns the smallest address of family in pool that is not in
+// used, and false when there is none. used may hold addresses outside the
+// pool. The cost is that of subtracting used from pool: it grows with the
+// addresses in use, not with the pool.
+func FirstFree(pool *netipx.IPSet, used []netip.Addr, family v1alpha1.IPFamily) (netip.Addr, bool) {
+	var b netipx.IPSetBuilder
+	for _, r := range pool.Ranges() {
+		if familyOf(r.From()) == family {
+			b.AddRange(r)
+		}
+	}
+	for _, a := range used {
+		b.Remove(a)
+	}
+	free, err := b.IPSet()
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	ranges := free.Ranges()
+	if len(ranges) == 0 {
+		return netip.Addr{}, false
+	}
+	return ranges[0].From(), true
+}
+
+// Capacity is a pool's size and use, per family.
+type Capacity struct {
+	// Total, Allocated and Available count addresses; an IPv6 pool may hold
+	// more than any machine integer, hence big.Int.
+	Total, Allocated, Available *big.Int
+}
+
+// Count counts the addresses of family in pool, and those of used inside it.
+func Count(pool *netipx.IPSet, used []netip.Addr, family v1alpha1.IPFamily) Capacity {
+	c := Capacity{Total: new(big.Int), Allocated: new(big.Int)}
+	for _, r := range pool.Ranges() {
+		if familyOf(r.From()) == family {
+			c.Total.Add(c.Total, size(r))
+		}
+	}
+	seen := map[netip.Addr]bool{}
+	for _, a := range used {
+		if familyOf(a) == family && pool.Contains(a) && !seen[a] {
+			seen[a] = true
+			c.Allocated.Add(c.Allocated, big.NewInt(1))
+		}
+	}
+	c.Available = new(big.Int).Sub(c.Total, c.Allocated)
+	return c
+}
+
+func size(r netipx.IPRange) *big.Int {
+	from, to := new(big.Int).SetBytes(r.From().AsSlice()), new(big.Int).SetBytes(r.To().AsSlice())
+	return to.Sub(to, from).Add(to, big.NewInt(1))
+}
+
+func familyOf(a netip.Addr) v1alpha1.IPFamily {
+	if a.Is4() {
+		return v1alpha1.IPv4
+	}
+	return v1alpha1.IPv6
+}

@@ -1,0 +1,125 @@
+package allocator
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+func addrs(ss ...string) []netip.Addr {
+	out := make([]netip.Addr, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	return out
+}
+
+func TestParseRanges(t *testing.T) {
+	tests := []struct {
+		entries []string
+		want    string // the set's ranges, or the error's text
+	}{
+		{[]string{"203.0.113.0/30"}, "[203.0.113.0-203.0.113.3]"},
+		{[]string{"203.0.113.10-203.0.113.12", "203.0.113.13 - 203.0.113.14"}, "[203.0.113.10-203.0.113.14]"},
+		{[]string{"2001:db8::/126", "2001:db8::10-2001:db8::11"}, "[2001:db8::-2001:db8::3 2001:db8::10-2001:db8::11]"},
+		{[]string{"203.0.113.7/24"}, "[203.0.113.0-203.0.113.255]"},
+		{[]string{"203.0.113.0/30", "bogus"}, `addresses[1] "bogus": neither a CIDR nor a start-end range`},
+		{[]string{"203.0.113.9-203.0.113.1"}, `addresses[0] "203.0.113.9-203.0.113.1"`},
+		{[]string{"203.0.113.1-2001:db8::1"}, `addresses[0] "203.0.113.1-2001:db8::1"`},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.entries, ","), func(t *testing.T) {
+			set, err := ParseRanges(tc.entries)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			} else {
+				got = fmt.Sprint(set.Ranges())
+			}
+			if !strings.HasPrefix(got, tc.want) {
+				t.Fatalf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestFirstFree is a sequence over one pool, as allocations accumulate.
+func TestFirstFree(t *testing.T) {
+	pool, err := ParseRanges([]string{"203.0.113.0/30", "203.0.113.8-203.0.113.9", "2001:db8::/127"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name   string
+		used   []netip.Addr
+		family v1alpha1.IPFamily
+		want   string
+	}{
+		{"empty pool gives its smallest IPv4", nil, v1alpha1.IPv4, "203.0.113.0"},
+		{"a used address is skipped", addrs("203.0.113.0"), v1alpha1.IPv4, "203.0.113.1"},
+		{"gaps fill before the next range", addrs("203.0.113.0", "203.0.113.2"), v1alpha1.IPv4, "203.0.113.1"},
+		{"a full range moves to the next", addrs("203.0.113.0", "203.0.113.1", "203.0.113.2", "203.0.113.3"), v1alpha1.IPv4, "203.0.113.8"},
+		{"used addresses outside the pool do not matter", addrs("198.51.100.1"), v1alpha1.IPv4, "203.0.113.0"},
+		{"IPv6 from the IPv6 ranges only", addrs("203.0.113.0"), v1alpha1.IPv6, "2001:db8::"},
+		{"exhausted family", addrs("2001:db8::", "2001:db8::1"), v1alpha1.IPv6, "none"},
+	}
+	for _, s := range steps {
+		got := "none"
+		if a, ok := FirstFree(pool, s.used, s.family); ok {
+			got = a.String()
+		}
+		if got != s.want {
+			t.Errorf("%s: got %s, want %s", s.name, got, s.want)
+		}
+	}
+}
+
+func TestCount(t *testing.T) {
+	pool, err := ParseRanges([]string{"203.0.113.0/24", "2001:db8::/64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := addrs("203.0.113.1", "203.0.113.1", "198.51.100.1", "2001:db8::5")
+	for _, tc := range []struct {
+		family                      v1alpha1.IPFamily
+		total, allocated, available string
+	}{
+		{v1alpha1.IPv4, "256", "1", "255"},
+		{v1alpha1.IPv6, "18446744073709551616", "1", "18446744073709551615"},
+	} {
+		c := Count(pool, used, tc.family)
+		if c.Total.String() != tc.total || c.Allocated.String() != tc.allocated || c.Available.String() != tc.available {
+			t.Errorf("%s: %v/%v/%v, want %s/%s/%s", tc.family, c.Total, c.Allocated, c.Available, tc.total, tc.allocated, tc.available)
+		}
+	}
+}
+
+// BenchmarkFirstFree: the cost of an allocation depends on the addresses in
+// use, not on the pool's size — compare the /24 with the /8 and the /64.
+func BenchmarkFirstFree(b *testing.B) {
+	for _, pc := range []struct {
+		cidr   string
+		family v1alpha1.IPFamily
+	}{{"10.0.0.0/24", v1alpha1.IPv4}, {"10.0.0.0/8", v1alpha1.IPv4}, {"2001:db8::/64", v1alpha1.IPv6}} {
+		pool, err := ParseRanges([]string{pc.cidr})
+		if err != nil {
+			b.Fatal(err)
+		}
+		used := make([]netip.Addr, 0, 200)
+		a := netip.MustParsePrefix(pc.cidr).Addr()
+		for range 200 {
+			used = append(used, a)
+			a = a.Next()
+		}
+		b.Run(fmt.Sprintf("%s/200-used", pc.cidr), func(b *testing.B) {
+			for b.Loop() {
+				if _, ok := FirstFree(pool, used, pc.family); !ok {
+					b.Fatal("no free address")
+				}
+			}
+		})
+	}
+}
