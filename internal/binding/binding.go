@@ -33,6 +33,22 @@ func Family(addr *v1alpha1.IPAddress) v1alpha1.IPFamily {
 	return v1alpha1.FamilyOf(addr.Spec.Address)
 }
 
+// UnreportedFamilies lists the families a claim requests that its status
+// reports no address for.
+func UnreportedFamilies(claim *v1alpha1.IPAddressClaim) []v1alpha1.IPFamily {
+	reported := map[v1alpha1.IPFamily]bool{}
+	for _, a := range claim.Status.Addresses {
+		reported[v1alpha1.FamilyOf(a.Address)] = true
+	}
+	var missing []v1alpha1.IPFamily
+	for _, f := range claim.Spec.Family.Families() {
+		if !reported[f] {
+			missing = append(missing, f)
+		}
+	}
+	return missing
+}
+
 // SortByName orders addresses by object name, the contract's tie-breaker.
 func SortByName(addrs []v1alpha1.IPAddress) {
 	sort.Slice(addrs, func(i, j int) bool { return addrs[i].Name < addrs[j].Name })

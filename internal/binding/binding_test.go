@@ -1,6 +1,7 @@
 package binding
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -41,6 +42,31 @@ func TestSetPhaseDatesEveryPhaseChange(t *testing.T) {
 			t.Errorf("%s: phase %s, condition %s/%s", s.name, st.Phase, c.Status, c.Reason)
 		case !c.LastTransitionTime.Time.Equal(s.datedAt):
 			t.Errorf("%s: dated %v, want %v", s.name, c.LastTransitionTime.Time, s.datedAt)
+		}
+	}
+}
+
+func TestUnreportedFamilies(t *testing.T) {
+	claim := func(f v1alpha1.IPFamily, reported ...string) *v1alpha1.IPAddressClaim {
+		c := &v1alpha1.IPAddressClaim{Spec: v1alpha1.IPAddressClaimSpec{Family: f}}
+		for _, ip := range reported {
+			c.Status.Addresses = append(c.Status.Addresses, v1alpha1.ClaimedAddress{Address: ip})
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name  string
+		claim *v1alpha1.IPAddressClaim
+		want  string
+	}{
+		{"an empty family means IPv4", claim(""), "[IPv4]"},
+		{"a reported IPv4 covers IPv4", claim(v1alpha1.IPv4, "203.0.113.7"), "[]"},
+		{"Dual with IPv4 reported misses IPv6", claim(v1alpha1.Dual, "203.0.113.7"), "[IPv6]"},
+		{"Dual with both reported misses nothing", claim(v1alpha1.Dual, "2001:db8::7", "203.0.113.7"), "[]"},
+		{"an address of an unrequested family covers nothing", claim(v1alpha1.IPv4, "2001:db8::7"), "[IPv4]"},
+	} {
+		if got := fmt.Sprint(UnreportedFamilies(tc.claim)); got != tc.want {
+			t.Errorf("%s: got %s, want %s", tc.name, got, tc.want)
 		}
 	}
 }

@@ -6,7 +6,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/binding"
@@ -111,15 +113,9 @@ func WaitingKeys(c *v1alpha1.IPAddressClaim) []string {
 	if !waiting || c.DeletionTimestamp != nil || c.Spec.AddressName != "" || class == "" {
 		return nil
 	}
-	held := map[v1alpha1.IPFamily]bool{}
-	for _, a := range c.Status.Addresses {
-		held[v1alpha1.FamilyOf(a.Address)] = true
-	}
 	var keys []string
-	for _, f := range c.Spec.Family.Families() {
-		if !held[f] {
-			keys = append(keys, WaitingKey(class, f))
-		}
+	for _, f := range binding.UnreportedFamilies(c) {
+		keys = append(keys, WaitingKey(class, f))
 	}
 	return keys
 }
@@ -145,4 +141,19 @@ func serviceUnclaimed(o client.Object) []string {
 		return []string{Unclaimed}
 	}
 	return nil
+}
+
+// Requests lists the objects matching opts from the cache and returns a
+// reconcile request for each: the common body of a watch's map function.
+// A failed list maps to nothing; the next event maps again.
+func Requests(ctx context.Context, c client.Reader, list client.ObjectList, opts ...client.ListOption) []reconcile.Request {
+	if err := c.List(ctx, list, append(opts, client.UnsafeDisableDeepCopy)...); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	_ = meta.EachListItem(list, func(o runtime.Object) error {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o.(client.Object))})
+		return nil
+	})
+	return reqs
 }

@@ -78,15 +78,7 @@ func (r *Reconciler) releasedOfClass(ctx context.Context, o client.Object) []rec
 }
 
 func (r *Reconciler) list(ctx context.Context, sel client.MatchingFields) []reconcile.Request {
-	var list v1alpha1.IPAddressList
-	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy, sel); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: list.Items[i].Name}})
-	}
-	return reqs
+	return index.Requests(ctx, r.Client, &v1alpha1.IPAddressList{}, sel)
 }
 
 // Reconcile gathers a snapshot, decides, and carries out the plan.

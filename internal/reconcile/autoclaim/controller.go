@@ -51,15 +51,7 @@ func namesake(_ context.Context, o client.Object) []reconcile.Request {
 // unclaimedServices: a class change (an auto-claim mark moving) concerns
 // only the LoadBalancer Services that name no claim.
 func (r *Reconciler) unclaimedServices(ctx context.Context, _ client.Object) []reconcile.Request {
-	var list corev1.ServiceList
-	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy, client.MatchingFields{index.ServiceUnclaimed: index.Unclaimed}); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
+	return index.Requests(ctx, r.Client, &corev1.ServiceList{}, client.MatchingFields{index.ServiceUnclaimed: index.Unclaimed})
 }
 
 // Reconcile gathers a snapshot, decides, and writes.

@@ -136,15 +136,7 @@ func (r *Reconciler) addressHandler() handler.EventHandler {
 
 // unresolvedClaims: any class change retries the claims whose class did not resolve.
 func (r *Reconciler) unresolvedClaims(ctx context.Context, _ client.Object) []reconcile.Request {
-	var claims v1alpha1.IPAddressClaimList
-	if err := r.Client.List(ctx, &claims, client.MatchingFields{index.ClaimUnresolved: index.Unresolved}); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(claims.Items))
-	for i := range claims.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&claims.Items[i])})
-	}
-	return reqs
+	return index.Requests(ctx, r.Client, &v1alpha1.IPAddressClaimList{}, client.MatchingFields{index.ClaimUnresolved: index.Unresolved})
 }
 
 // Reconcile gathers a snapshot, decides, and carries out the plan.
@@ -222,17 +214,20 @@ func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressCl
 		if err != nil {
 			return nil, err
 		}
-		free := r.assumed.overlay([]v1alpha1.IPAddress{a}, free)
+		named := r.assumed.overlay([]v1alpha1.IPAddress{a}, free)
 		switch {
-		case len(free) == 0:
+		case len(named) == 0:
 			return nil, nil
 		case !r.assumed.reserve(a.Name):
 			return nil, errBusy
 		}
-		return free, nil
+		return named, nil
 	}
 	res := resolveClass(claim, classes)
-	if res.class == nil || claimHeldAll(claim) {
+	// A claim whose status reports every family needs no candidates; if
+	// those addresses turn out to be gone it goes Lost, and the next pass
+	// lists candidates again.
+	if res.class == nil || len(binding.UnreportedFamilies(claim)) == 0 {
 		return nil, nil
 	}
 	var out []v1alpha1.IPAddress
@@ -254,22 +249,6 @@ func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressCl
 		}
 	}
 	return out, nil
-}
-
-// claimHeldAll: the claim's status reports every family, so it needs no
-// candidates; if those addresses turn out to be gone the claim goes Lost and
-// the next pass lists candidates again.
-func claimHeldAll(claim *v1alpha1.IPAddressClaim) bool {
-	held := map[v1alpha1.IPFamily]bool{}
-	for _, a := range claim.Status.Addresses {
-		held[v1alpha1.FamilyOf(a.Address)] = true
-	}
-	for _, f := range claim.Spec.Family.Families() {
-		if !held[f] {
-			return false
-		}
-	}
-	return true
 }
 
 // bind writes an address's claimRef, preconditioned on the resource version
