@@ -87,13 +87,18 @@ bin/.version-%:
 
 ##@ Development
 
+# Each binary's ClusterRole is generated from the RBAC markers of its own packages.
+CORE_PACKAGES   := internal/core internal/reconcile/claim internal/reconcile/address internal/reconcile/class internal/reconcile/autoclaim
+DRIVER_PACKAGES := internal/driver internal/reconcile/pool internal/reconcile/provision internal/reconcile/hold
+
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd) and RBAC (config/rbac).
 	$(CONTROLLER_GEN) object paths=./api/...
 	@# Remove earlier output first so a deleted type does not leave a stale CRD behind.
-	@rm -f config/crd/local.sdn.cozystack.io_*.yaml config/rbac/role.yaml
-	$(CONTROLLER_GEN) crd rbac:roleName=address-controller paths=./api/... paths=./internal/... \
-		output:crd:artifacts:config=config/crd output:rbac:artifacts:config=config/rbac
+	@rm -f config/crd/local.sdn.cozystack.io_*.yaml config/rbac/role.yaml config/rbac/metallb-iad/role.yaml
+	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd
+	$(CONTROLLER_GEN) rbac:roleName=address-controller $(CORE_PACKAGES:%=paths=./%) output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=metallb-iad $(DRIVER_PACKAGES:%=paths=./%) output:rbac:artifacts:config=config/rbac/metallb-iad
 
 # Fingerprints api/ and config/ before and after `generate`: any difference
 # means the generated files do not match their sources. Comparing the working
@@ -120,8 +125,9 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (config: .golangci.yml).
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: build
-build: ## Build bin/manager.
+build: ## Build bin/manager and bin/metallb-iad.
 	go build -o bin/manager ./cmd/manager
+	go build -o bin/metallb-iad ./cmd/metallb-iad
 
 .PHONY: test
 test: verify lint $(CONTROLPLANE) ## verify + lint + all tests against a real control plane + bounded fuzzing.
@@ -153,4 +159,4 @@ bench: build $(CONTROLPLANE) ## Run the benchmark against a local control plane 
 
 .PHONY: clean
 clean: ## Remove built product binaries and playground state (keeps the control plane and tools).
-	rm -rf bin/manager bin/playground .playground
+	rm -rf bin/manager bin/metallb-iad bin/playground .playground

@@ -53,6 +53,38 @@ type IPAddressClassSpec struct {
 	Parameters *runtime.RawExtension `json:"parameters,omitempty"`
 }
 
+// IPAddressClassStatus is the driver's report on a class. The core never
+// writes it; it reads the Ready condition to tell waiting claims why.
+type IPAddressClassStatus struct {
+	// conditions: Ready is True when the class's driver accepts the class
+	// and can provision from it, False with the reason when it refuses.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// capacity counts the addresses of the class's range per family.
+	// +listType=map
+	// +listMapKey=family
+	// +optional
+	Capacity []FamilyCapacity `json:"capacity,omitempty"`
+}
+
+// FamilyCapacity counts the addresses of one family in a class's range.
+// Counts saturate at 2^63-1, which an IPv6 range larger than a /65 exceeds.
+type FamilyCapacity struct {
+	// family is IPv4 or IPv6.
+	// +kubebuilder:validation:Enum=IPv4;IPv6
+	Family IPFamily `json:"family"`
+	// total is the number of addresses in the range.
+	Total int64 `json:"total"`
+	// allocated is the number of addresses of the range in use: held by an
+	// IPAddress or assigned to a Service.
+	Allocated int64 `json:"allocated"`
+	// available is total minus allocated.
+	Available int64 `json:"available"`
+}
+
 // IPAddressClass is a kind of address: which driver provisions it, from what,
 // and what happens to it when released. Cluster-scoped, like a StorageClass.
 // Annotate one class ipaddressclass.local.sdn.cozystack.io/is-default-class:
@@ -61,10 +93,12 @@ type IPAddressClassSpec struct {
 // auto-claims.
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:scope=Cluster,shortName=ipclass
+// +kubebuilder:subresource:status
 // +kubebuilder:printcolumn:name="Provisioner",type=string,JSONPath=`.spec.provisioner`
 // +kubebuilder:printcolumn:name="Reclaim",type=string,JSONPath=`.spec.reclaimPolicy`
 // +kubebuilder:printcolumn:name="ReleaseDelay",type=string,JSONPath=`.spec.releaseDelay`
 // +kubebuilder:printcolumn:name="Default",type=string,JSONPath=`.metadata.annotations.ipaddressclass\.local\.sdn\.cozystack\.io/is-default-class`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type IPAddressClass struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -73,6 +107,11 @@ type IPAddressClass struct {
 	// Spec defines the class.
 	// +required
 	Spec IPAddressClassSpec `json:"spec"`
+
+	// status is written by the class's driver: whether it accepts the
+	// class, and how much of the class's range is left.
+	// +optional
+	Status IPAddressClassStatus `json:"status,omitempty"`
 }
 
 // IPAddressClassList is a list of IPAddressClass.

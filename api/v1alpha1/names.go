@@ -35,6 +35,15 @@ const (
 	// bound and, on an address, whether it is bound; on an address its
 	// lastTransitionTime dates each core-owned phase change.
 	ConditionBound = "Bound"
+	// ConditionReady reports, on a class, whether its driver accepts it.
+	// Written by drivers only.
+	ConditionReady = "Ready"
+	// ConditionConflict reports, on an address in phase Conflict, the
+	// workload that holds it without authorization. Written by drivers only.
+	ConditionConflict = "Conflict"
+	// ConditionHeld reports, on an address, whether its driver can hold it
+	// in the backend; False goes with phase Lost. Written by drivers only.
+	ConditionHeld = "Held"
 )
 
 // Condition and event reasons.

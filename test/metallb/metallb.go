@@ -3,6 +3,7 @@ package metallb
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
 
@@ -11,6 +12,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/address-controller/test/controlplane"
+	"github.com/cozystack/address-controller/test/proc"
 )
 
 // Namespace is where the MetalLB controller keeps its configuration.
@@ -62,3 +66,20 @@ func Args(kubeconfig string) []string {
 
 // CRDDir is MetalLB's CRD directory under the control plane's bin directory.
 func CRDDir(bin string) string { return filepath.Join(bin, CRDs) }
+
+// Run prepares the control plane for MetalLB's controller and starts it
+// from binDir, with a kubeconfig written in dir and its output to out.
+func Run(ctx context.Context, cp *controlplane.ControlPlane, binDir, dir string, out io.Writer) (*proc.Process, error) {
+	c, err := client.New(cp.Config, client.Options{})
+	if err != nil {
+		return nil, err
+	}
+	if err := Prepare(ctx, c); err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(dir, "metallb.kubeconfig")
+	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
+		return nil, err
+	}
+	return proc.Start(Binary, filepath.Join(binDir, Binary), Args(kubeconfig), out)
+}

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/test/controlplane"
-	"github.com/cozystack/address-controller/test/proc"
 )
 
 func TestMetalLBAssignsPinnedAddresses(t *testing.T) {
@@ -45,12 +44,8 @@ func TestMetalLBAssignsPinnedAddresses(t *testing.T) {
 	k8s, err := client.New(cp.Config, client.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 
-	g.Expect(Prepare(ctx, k8s)).To(Succeed())
-	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	g.Expect(cp.WriteKubeconfig(kubeconfig)).To(Succeed())
 	var out bytes.Buffer
-	p, err := proc.Start("metallb-controller", filepath.Join(bin, Binary), Args(kubeconfig), &out)
+	p, err := Run(ctx, cp, bin, t.TempDir(), &out)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() {
 		_ = p.Stop(5 * time.Second)

@@ -4,6 +4,10 @@ import (
 	"context"
 	"path/filepath"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/test/controlplane"
@@ -50,7 +54,38 @@ func components(kubeconfig string) []component {
 				"--health-probe-bind-address=127.0.0.1:0",
 			},
 		},
+		{
+			// The driver of MetalLB classes: provisions from MetalLB pools,
+			// holds addresses with placeholders, pins them to Services.
+			name: "metallb-iad",
+			path: filepath.Join("bin", "metallb-iad"),
+			args: []string{
+				"--kubeconfig", kubeconfig,
+				"--leader-elect=true",
+				"--leader-election-namespace=kube-system",
+				"--metallb-namespace=" + metallb.Namespace,
+				"--namespace=" + driverNamespace,
+				"--metrics-bind-address=:0",
+				"--health-probe-bind-address=127.0.0.1:0",
+			},
+			setup: prepareDriver,
+		},
 	}
+}
+
+// driverNamespace is where the driver keeps its placeholder Services.
+const driverNamespace = "metallb-iad-system"
+
+func prepareDriver(ctx context.Context, cp *controlplane.ControlPlane) error {
+	c, err := client.New(cp.Config, client.Options{})
+	if err != nil {
+		return err
+	}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: driverNamespace}}
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	return nil
 }
 
 func prepareMetalLB(ctx context.Context, cp *controlplane.ControlPlane) error {

@@ -36,7 +36,9 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -88,6 +90,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		For(&v1alpha1.IPAddressClaim{}).
 		Watches(&v1alpha1.IPAddress{}, r.addressHandler()).
 		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.unresolvedClaims)).
+		Watches(&v1alpha1.IPAddressClass{}, r.readinessHandler()).
 		WatchesRawSource(source.Channel(r.wake, &handler.TypedEnqueueRequestForObject[*v1alpha1.IPAddressClaim]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
@@ -129,6 +132,26 @@ func (r *Reconciler) addressHandler() handler.EventHandler {
 			if a, ok := e.Object.(*v1alpha1.IPAddress); ok {
 				r.assumed.forget(a.Name)
 				mapAddr(ctx, a, q)
+			}
+		},
+	}
+}
+
+// readinessHandler wakes the claims waiting on a class when its driver's
+// Ready condition changes: their Bound condition relays it.
+func (r *Reconciler) readinessHandler() handler.EventHandler {
+	return handler.Funcs{
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			oldC := meta.FindStatusCondition(e.ObjectOld.(*v1alpha1.IPAddressClass).Status.Conditions, v1alpha1.ConditionReady)
+			newC := meta.FindStatusCondition(e.ObjectNew.(*v1alpha1.IPAddressClass).Status.Conditions, v1alpha1.ConditionReady)
+			if equality.Semantic.DeepEqual(oldC, newC) {
+				return
+			}
+			for _, f := range v1alpha1.Dual.Families() {
+				for _, req := range index.Requests(ctx, r.Client, &v1alpha1.IPAddressClaimList{},
+					client.MatchingFields{index.ClaimWaiting: index.WaitingKey(e.ObjectNew.GetName(), f)}) {
+					q.Add(req)
+				}
 			}
 		},
 	}

@@ -248,6 +248,11 @@ func (p *plan) match(s snapshot, class *v1alpha1.IPAddressClass, missing []v1alp
 		waiting = fmt.Sprintf("waiting for IPAddress %s to be Available in class %q as %s", claim.Spec.AddressName, class.Name, strings.Join(waitingFor, " and "))
 	default:
 		waiting = fmt.Sprintf("waiting for provisioner %s to provision %s in class %q", class.Spec.Provisioner, strings.Join(waitingFor, " and "), class.Name)
+		// The driver's word on the class, when it refuses it, says why the
+		// wait may be long.
+		if c := meta.FindStatusCondition(class.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
+			waiting += fmt.Sprintf(": the provisioner reports the class not ready (%s: %s)", c.Reason, c.Message)
+		}
 	}
 	return matched, waiting
 }

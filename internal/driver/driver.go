@@ -1,0 +1,89 @@
+package driver
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/address-controller/internal/metallb"
+	"github.com/cozystack/address-controller/internal/reconcile/hold"
+	"github.com/cozystack/address-controller/internal/reconcile/pool"
+	"github.com/cozystack/address-controller/internal/reconcile/provision"
+	"github.com/cozystack/address-controller/internal/recorder"
+)
+
+// EventSource is the reporting controller name on the driver's events.
+const EventSource = "metallb-iad"
+
+// Options tunes the driver.
+type Options struct {
+	// MetalLBNamespace is where MetalLB's IPAddressPools live.
+	MetalLBNamespace string
+	// Namespace is the driver's own namespace, where placeholders live.
+	Namespace string
+	// ProvisionWorkers and HoldWorkers are the concurrent reconciles.
+	ProvisionWorkers, HoldWorkers int
+	// CapacityInterval is the least time between capacity-only writes of
+	// a class's status.
+	CapacityInterval time.Duration
+	// SkipMetrics leaves the metrics unregistered (several drivers in one
+	// test process).
+	SkipMetrics bool
+}
+
+// DefaultOptions are the defaults of cmd/metallb-iad's flags.
+func DefaultOptions() Options {
+	return Options{
+		MetalLBNamespace: "metallb-system", Namespace: "metallb-iad-system",
+		ProvisionWorkers: 4, HoldWorkers: 8, CapacityInterval: 10 * time.Second,
+	}
+}
+
+// ClientOptions make the manager's client serve MetalLB's pools, read as
+// unstructured objects, from the cache like everything else.
+func ClientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{Unstructured: true}}
+}
+
+// CacheOptions cache Services without their managed fields, and pools
+// from the MetalLB namespace only.
+func CacheOptions(opts Options) cache.Options {
+	pool := &unstructured.Unstructured{}
+	pool.SetGroupVersionKind(metallb.PoolGVK)
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Service{}: {Transform: cache.TransformStripManagedFields()},
+		pool:              {Namespaces: map[string]cache.Config{opts.MetalLBNamespace: {}}},
+	}}
+}
+
+// Setup registers the driver with mgr.
+func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	if err := metallb.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
+	if !opts.SkipMetrics {
+		if err := pool.RegisterMetrics(); err != nil {
+			return err
+		}
+	}
+	rec := recorder.New(mgr.GetEventRecorder(EventSource))
+	books := metallb.Books{Reader: mgr.GetClient(), Namespace: opts.MetalLBNamespace}
+	if err := (&pool.Reconciler{Client: mgr.GetClient(), Books: books, Recorder: rec, Interval: opts.CapacityInterval}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&provision.Reconciler{Client: mgr.GetClient(), Books: books, Recorder: rec}).SetupWithManager(mgr, opts.ProvisionWorkers); err != nil {
+		return err
+	}
+	return (&hold.Reconciler{Client: mgr.GetClient(), Books: books, Recorder: rec, Namespace: opts.Namespace}).SetupWithManager(mgr, opts.HoldWorkers)
+}
+
+// The secure metrics endpoint authenticates and authorizes scrapes.
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// Leader election.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete

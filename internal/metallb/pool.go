@@ -1,0 +1,127 @@
+package metallb
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+
+	"go4.org/netipx"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/allocator"
+)
+
+// PoolGVK is MetalLB's IPAddressPool. The driver reads pools as
+// unstructured objects: two fields do not justify MetalLB's module.
+var PoolGVK = schema.GroupVersionKind{Group: "metallb.io", Version: "v1beta1", Kind: "IPAddressPool"}
+
+// Parameters is the spec.parameters of a class this driver serves.
+type Parameters struct {
+	// Pool names a MetalLB IPAddressPool in the MetalLB namespace.
+	Pool string `json:"pool"`
+}
+
+// ParseParameters reads a class's parameters, refusing unknown fields so a
+// typo is reported instead of ignored.
+func ParseParameters(class *v1alpha1.IPAddressClass) (Parameters, error) {
+	var p Parameters
+	if class.Spec.Parameters == nil || len(class.Spec.Parameters.Raw) == 0 {
+		return p, fmt.Errorf("spec.parameters.pool is required")
+	}
+	dec := json.NewDecoder(bytes.NewReader(class.Spec.Parameters.Raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return p, fmt.Errorf("spec.parameters: %w", err)
+	}
+	if p.Pool == "" {
+		return p, fmt.Errorf("spec.parameters.pool is required")
+	}
+	return p, nil
+}
+
+// Class is a class as the driver serves it: the pool it names and, when
+// the driver refuses it, why.
+type Class struct {
+	Name string
+	// PoolName is the pool the parameters name; empty if they name none.
+	PoolName string
+	// PoolFound reports whether that pool exists.
+	PoolFound bool
+	// Ranges are the pool's addresses; nil unless the pool exists and parses.
+	Ranges *netipx.IPSet
+	// Refusal says why the driver does not provision from the class; empty
+	// when it does.
+	Refusal string
+}
+
+// Accepted reports whether the driver provisions from the class.
+func (c Class) Accepted() bool { return c.Refusal == "" }
+
+// Resolve judges class against its pool (nil when the pool does not exist)
+// and the other classes of this provisioner. A pool is refused when it is
+// missing, when MetalLB may auto-assign from it, or when an older class
+// names it: one pool is one class's ledger.
+func Resolve(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressClass, pool *unstructured.Unstructured, namespace string) Class {
+	c := Class{Name: class.Name}
+	params, err := ParseParameters(class)
+	if err != nil {
+		c.Refusal = err.Error()
+		return c
+	}
+	c.PoolName = params.Pool
+	if pool == nil {
+		c.Refusal = fmt.Sprintf("IPAddressPool %s/%s not found", namespace, params.Pool)
+		return c
+	}
+	c.PoolFound = true
+	addresses, _, _ := unstructured.NestedStringSlice(pool.Object, "spec", "addresses")
+	if c.Ranges, err = allocator.ParseRanges(addresses); err != nil {
+		c.Refusal = fmt.Sprintf("IPAddressPool %s/%s: spec.%v", namespace, params.Pool, err)
+		return c
+	}
+	if auto, found, _ := unstructured.NestedBool(pool.Object, "spec", "autoAssign"); !found || auto {
+		c.Refusal = fmt.Sprintf("IPAddressPool %s/%s must set spec.autoAssign: false, or MetalLB hands its addresses to any Service", namespace, params.Pool)
+		return c
+	}
+	if other := olderClaimant(class, classes, params.Pool); other != "" {
+		c.Refusal = fmt.Sprintf("IPAddressPool %s/%s is already named by IPAddressClass %s", namespace, params.Pool, other)
+	}
+	return c
+}
+
+// olderClaimant is the oldest other class of this provisioner naming pool,
+// if it is older than class (ties broken by name).
+func olderClaimant(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressClass, pool string) string {
+	for i := range classes {
+		o := &classes[i]
+		if o.Name == class.Name || o.Spec.Provisioner != Provisioner {
+			continue
+		}
+		if p, err := ParseParameters(o); err != nil || p.Pool != pool {
+			continue
+		}
+		ot, ct := o.CreationTimestamp.Time, class.CreationTimestamp.Time
+		if ot.Before(ct) || (ot.Equal(ct) && o.Name < class.Name) {
+			return o.Name
+		}
+	}
+	return ""
+}
+
+// LostReason says why the driver cannot hold ip for class: its pool is
+// gone or no longer contains it. Empty when it can, or when the class is
+// refused for a reason that does not stop MetalLB honouring a pin.
+func (c Class) LostReason(ip netip.Addr) (reason, message string) {
+	switch {
+	case c.PoolName == "" && c.Refusal != "":
+		return ReasonPoolNotFound, "class " + c.Name + " names no pool: " + c.Refusal
+	case !c.PoolFound:
+		return ReasonPoolNotFound, c.Refusal
+	case c.Ranges != nil && !c.Ranges.Contains(ip):
+		return ReasonNotInPool, fmt.Sprintf("%s is no longer in IPAddressPool %s", ip, c.PoolName)
+	}
+	return "", ""
+}

@@ -1,0 +1,300 @@
+package hold
+
+// Design:
+//
+// The binding record is the core's (IPAddress.spec.claimRef); this
+// reconciler reads it and never writes it. What it writes:
+//   - the driver's teardown finalizer on the address (usually set at
+//     creation by the provisioner);
+//   - placeholder Services in the driver's namespace, one per address,
+//     named after it and owned by it;
+//   - on a tenant's Service: metallb.io/loadBalancerIPs and
+//     allow-shared-ip, the pinned marker recording exactly the pin written,
+//     and the handoff finalizer — and it removes only a pin whose marker
+//     still matches;
+//   - the address's phase only into and out of Conflict and Lost, its
+//     driver conditions (Conflict, Held) and status.associatedTo.
+//
+// Write order of a handoff, so that MetalLB never has the address
+// unassigned nor assigned to a third Service: the side giving the address
+// up first allows sharing under the claim's key; the side taking it is
+// pinned under the same key; only when MetalLB reports the address on the
+// taking side does the giving side let go (placeholder deleted, or pin
+// withdrawn). A Service the driver pinned carries the handoff finalizer,
+// so even its deletion waits until the placeholder shares the address.
+// Each step is decided from the cache alone and writes one side, so a
+// restart between any two writes resumes where it stopped.
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/index"
+	"github.com/cozystack/address-controller/internal/metallb"
+	"github.com/cozystack/address-controller/internal/recorder"
+)
+
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metallb.io,resources=ipaddresspools,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// conflictRetry is how soon a pass that lost a write race runs again.
+const conflictRetry = 50 * time.Millisecond
+
+// Reconciler holds the driver's addresses in MetalLB's books.
+type Reconciler struct {
+	Client   client.Client
+	Books    metallb.Books
+	Recorder *recorder.Recorder
+	// Namespace is where placeholders live.
+	Namespace string
+	Now       func() time.Time
+}
+
+// SetupWithManager registers the reconciler.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	pool := &unstructured.Unstructured{}
+	pool.SetGroupVersionKind(metallb.PoolGVK)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("metallb-iad-hold").
+		For(&v1alpha1.IPAddress{}).
+		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forService)).
+		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(r.forClaim)).
+		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return r.ofClass(ctx, o.GetName())
+		})).
+		Watches(pool, handler.EnqueueRequestsFromMapFunc(r.forPool)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
+}
+
+func addressRequest(ip netip.Addr) reconcile.Request {
+	name, _ := v1alpha1.IPAddressName(ip.String())
+	return reconcile.Request{NamespacedName: types.NamespacedName{Name: name}}
+}
+
+// forService wakes the addresses a Service concerns: the one it is the
+// placeholder of, those of the claim it names, those the driver pinned to
+// it, and those MetalLB assigned to it. The map runs on the old and the new
+// object of an update alike.
+func (r *Reconciler) forService(ctx context.Context, o client.Object) []reconcile.Request {
+	svc := o.(*corev1.Service)
+	var reqs []reconcile.Request
+	if name := svc.Labels[metallb.LabelAddress]; name != "" && svc.Namespace == r.Namespace {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
+	}
+	if claim := svc.Annotations[v1alpha1.AnnotationIPAddressClaim]; claim != "" {
+		reqs = append(reqs, index.Requests(ctx, r.Client, &v1alpha1.IPAddressList{},
+			client.MatchingFields{index.AddressClaim: index.ClaimKey(svc.Namespace, claim)})...)
+	}
+	for _, ip := range append(metallb.ParseIPs(svc.Annotations[metallb.AnnotationPinned]), metallb.IngressIPs(svc)...) {
+		reqs = append(reqs, addressRequest(ip))
+	}
+	return reqs
+}
+
+func (r *Reconciler) forClaim(ctx context.Context, o client.Object) []reconcile.Request {
+	return index.Requests(ctx, r.Client, &v1alpha1.IPAddressList{},
+		client.MatchingFields{index.AddressClaim: index.ClaimKey(o.GetNamespace(), o.GetName())})
+}
+
+func (r *Reconciler) ofClass(ctx context.Context, class string) []reconcile.Request {
+	return index.Requests(ctx, r.Client, &v1alpha1.IPAddressList{}, client.MatchingFields{index.AddressClassPhase: class})
+}
+
+func (r *Reconciler) forPool(ctx context.Context, o client.Object) []reconcile.Request {
+	classes, err := r.Books.ClassesNamingPool(ctx, o.GetName())
+	if err != nil || o.GetNamespace() != r.Books.Namespace {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, c := range classes {
+		reqs = append(reqs, r.ofClass(ctx, c)...)
+	}
+	return reqs
+}
+
+// Reconcile gathers a snapshot, decides, and carries out the plan.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var a v1alpha1.IPAddress
+	if err := r.Client.Get(ctx, req.NamespacedName, &a); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	s, ours, err := r.gather(ctx, &a)
+	if err != nil || !ours {
+		return reconcile.Result{}, err
+	}
+	err = r.execute(ctx, &a, decide(s))
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+	}
+	return reconcile.Result{}, err
+}
+
+// gather reads the snapshot of one address from the cache; ours is false
+// for an address of another driver's class.
+func (r *Reconciler) gather(ctx context.Context, a *v1alpha1.IPAddress) (s snapshot, ours bool, err error) {
+	ip, perr := netip.ParseAddr(a.Spec.Address)
+	if perr != nil {
+		return s, false, nil
+	}
+	class, obj, err := r.Books.Class(ctx, a.Spec.ClassName)
+	if err != nil {
+		return s, false, err
+	}
+	if obj == nil && !controllerutil.ContainsFinalizer(a, metallb.FinalizerTeardown) || obj != nil && obj.Spec.Provisioner != metallb.Provisioner {
+		return s, false, nil
+	}
+	s = snapshot{address: a, ip: ip, class: class, namespace: r.Namespace, now: r.Now(),
+		placeholders: map[netip.Addr]*corev1.Service{}, reserved: map[netip.Addr]bool{}}
+	if err := r.gatherClaim(ctx, &s); err != nil {
+		return s, false, err
+	}
+	if s.holders, err = r.services(ctx, client.MatchingFields{metallb.ServiceIngressIP: ip.String()}); err != nil {
+		return s, false, err
+	}
+	if s.pinned, err = r.services(ctx, client.MatchingFields{metallb.ServicePinnedIP: ip.String()}); err != nil {
+		return s, false, err
+	}
+	ips := []netip.Addr{ip}
+	for _, sib := range s.siblings {
+		if sip, err := netip.ParseAddr(sib.Spec.Address); err == nil {
+			ips = append(ips, sip)
+		}
+	}
+	for _, svc := range s.pinned {
+		ips = append(ips, metallb.DriverPinned(svc)...)
+	}
+	return s, true, r.gatherPlaceholders(ctx, &s, ips)
+}
+
+// gatherClaim finds the live claim the address is bound to, its other
+// addresses, and the Services naming it.
+func (r *Reconciler) gatherClaim(ctx context.Context, s *snapshot) error {
+	ref := s.address.Spec.ClaimRef
+	if ref == nil || ref.UID == "" {
+		return nil
+	}
+	var claim v1alpha1.IPAddressClaim
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, &claim); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if claim.UID != ref.UID || claim.DeletionTimestamp != nil {
+		return nil
+	}
+	s.claim = &claim
+	var addrs v1alpha1.IPAddressList
+	if err := r.Client.List(ctx, &addrs, client.MatchingFields{index.AddressClaim: index.ClaimKey(ref.Namespace, ref.Name)}); err != nil {
+		return err
+	}
+	for i := range addrs.Items {
+		if binding.Holds(&addrs.Items[i], &claim) {
+			s.siblings = append(s.siblings, &addrs.Items[i])
+		}
+	}
+	var err error
+	s.candidates, err = r.services(ctx, client.MatchingFields{metallb.ServiceClaim: index.ClaimKey(ref.Namespace, ref.Name)})
+	return err
+}
+
+func (r *Reconciler) gatherPlaceholders(ctx context.Context, s *snapshot, ips []netip.Addr) error {
+	for _, ip := range ips {
+		if _, seen := s.reserved[ip]; seen {
+			continue
+		}
+		name, _ := v1alpha1.IPAddressName(ip.String())
+		var a v1alpha1.IPAddress
+		switch err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &a); {
+		case err == nil:
+			s.reserved[ip] = a.DeletionTimestamp == nil
+		case apierrors.IsNotFound(err):
+			s.reserved[ip] = false
+		default:
+			return err
+		}
+		var ph corev1.Service
+		switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: name}, &ph); {
+		case err == nil && ph.Labels[metallb.LabelAddress] == name:
+			s.placeholders[ip] = &ph
+		case err != nil && !apierrors.IsNotFound(err):
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *Reconciler) services(ctx context.Context, opts ...client.ListOption) ([]*corev1.Service, error) {
+	var list corev1.ServiceList
+	if err := r.Client.List(ctx, &list, opts...); err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.Service, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+// execute writes the plan in order: the address's finalizer, the Services
+// (a pass only plans writes whose preconditions it saw), the address
+// status, then the finalizer's removal; events last.
+func (r *Reconciler) execute(ctx context.Context, a *v1alpha1.IPAddress, p plan) error {
+	if p.addFinalizer {
+		controllerutil.AddFinalizer(a, metallb.FinalizerTeardown)
+		if err := r.Client.Update(ctx, a); err != nil {
+			return err
+		}
+	}
+	for _, svc := range p.create {
+		if err := r.Client.Create(ctx, svc); err != nil {
+			return err
+		}
+	}
+	for _, svc := range p.update {
+		if err := r.Client.Update(ctx, svc); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	for _, svc := range p.remove {
+		if err := r.Client.Delete(ctx, svc, client.Preconditions{UID: &svc.UID}); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	if p.status != nil {
+		a.Status = *p.status
+		if err := r.Client.Status().Update(ctx, a); err != nil {
+			return err
+		}
+	}
+	if p.removeFinalizer {
+		controllerutil.RemoveFinalizer(a, metallb.FinalizerTeardown)
+		if err := r.Client.Update(ctx, a); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	for _, e := range p.events {
+		r.Recorder.Emit(e.object, e.eventType, e.reason, e.message, e.once)
+	}
+	return nil
+}

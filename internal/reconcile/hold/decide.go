@@ -1,0 +1,350 @@
+package hold
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/metallb"
+)
+
+// snapshot is everything one pass decides on.
+type snapshot struct {
+	address *v1alpha1.IPAddress
+	ip      netip.Addr
+	class   metallb.Class
+	// namespace is where placeholders live.
+	namespace string
+	// claim is the live claim the address is bound to (claimRef with its
+	// UID, not being deleted); nil when there is none.
+	claim *v1alpha1.IPAddressClaim
+	// siblings are the addresses bound to claim, this one included.
+	siblings []*v1alpha1.IPAddress
+	// candidates are the Services in the claim's namespace naming it.
+	candidates []*corev1.Service
+	// holders are the Services MetalLB assigned the address to.
+	holders []*corev1.Service
+	// pinned are the Services carrying the driver's pin of the address.
+	pinned []*corev1.Service
+	// placeholders are the placeholders of every address this pass may
+	// hand off: this one's, its siblings', and those of every address a
+	// pinned Service pins. reserved tells which of those addresses are
+	// still live IPAddresses.
+	placeholders map[netip.Addr]*corev1.Service
+	reserved     map[netip.Addr]bool
+	now          time.Time
+}
+
+// plan is what one pass writes, in order.
+type plan struct {
+	addFinalizer, removeFinalizer bool
+	// create, update and remove are Service writes: placeholders and pins.
+	create, update, remove []*corev1.Service
+	// status is the address status to write; nil when unchanged.
+	status *v1alpha1.IPAddressStatus
+	events []record
+}
+
+type record struct {
+	object                     client.Object
+	eventType, reason, message string
+	// once: the condition persists across passes; record it once.
+	once bool
+}
+
+func warning(o client.Object, reason, format string, args ...any) record {
+	return record{object: o, eventType: corev1.EventTypeWarning, reason: reason, message: fmt.Sprintf(format, args...), once: true}
+}
+
+func normal(o client.Object, reason, format string, args ...any) record {
+	return record{object: o, eventType: corev1.EventTypeNormal, reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+// decide is one pass over an address of the driver's class.
+func decide(s snapshot) plan {
+	var p plan
+	if s.address.DeletionTimestamp != nil {
+		teardown(s, &p)
+		return p
+	}
+	p.addFinalizer = !controllerutil.ContainsFinalizer(s.address, metallb.FinalizerTeardown)
+	if w := workload(s, &p); w != nil {
+		attach(s, w, &p)
+		status(s, w, &p)
+	} else {
+		hold(s, &p)
+		status(s, nil, &p)
+	}
+	return p
+}
+
+// teardown (§7.4): withdraw the driver's pins of the address and release
+// its placeholder, then let the address go. MetalLB frees the address on
+// its own time; until it does, the allocator counts it as taken.
+func teardown(s snapshot, p *plan) {
+	if !controllerutil.ContainsFinalizer(s.address, metallb.FinalizerTeardown) {
+		return
+	}
+	for _, svc := range s.pinned {
+		if rest := without(svc, s.ip); rest != "" {
+			p.update = append(p.update, pin(svc, rest, metallb.SharingKey(svc)))
+		} else {
+			p.update = append(p.update, unpin(svc))
+		}
+	}
+	if ph := s.placeholders[s.ip]; ph != nil {
+		p.remove = append(p.remove, ph)
+	}
+	p.removeFinalizer = true
+}
+
+// associable reports whether the address may be attached to a workload:
+// bound to a live claim and accepted by the core.
+func associable(a *v1alpha1.IPAddress) bool {
+	return a.DeletionTimestamp == nil && (a.Status.Phase == v1alpha1.AddressBound || a.Status.Phase == v1alpha1.AddressConflict)
+}
+
+// workload is the Service the claim's addresses are attached to (§7.5):
+// one LoadBalancer Service naming the claim, preferring the one already
+// pinned, else the oldest. Every other one is told it gets nothing.
+func workload(s snapshot, p *plan) *corev1.Service {
+	if s.claim == nil || !associable(s.address) {
+		return nil
+	}
+	var cands []*corev1.Service
+	for _, svc := range s.candidates {
+		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil && svc.DeletionTimestamp == nil {
+			cands = append(cands, svc)
+		}
+	}
+	if len(cands) == 0 {
+		return nil
+	}
+	slices.SortFunc(cands, func(a, b *corev1.Service) int {
+		if pa, pb := len(metallb.DriverPinned(a)) > 0, len(metallb.DriverPinned(b)) > 0; pa != pb {
+			if pa {
+				return -1
+			}
+			return 1
+		}
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	for _, other := range cands[1:] {
+		p.events = append(p.events, warning(other, metallb.ReasonClaimInUse,
+			"IPAddressClaim %s is attached to Service %s; a claim serves one Service at a time", s.claim.Name, cands[0].Name))
+	}
+	if !pinnable(cands[0]) {
+		p.events = append(p.events, warning(cands[0], metallb.ReasonClaimInUse,
+			"Service pins addresses itself; the addresses of IPAddressClaim %s are not attached", s.claim.Name))
+		return nil
+	}
+	return cands[0]
+}
+
+// want is the pin the workload carries: every associable address of the claim.
+func want(s snapshot) string {
+	var ips []netip.Addr
+	for _, a := range s.siblings {
+		if ip, err := netip.ParseAddr(a.Spec.Address); err == nil && associable(a) {
+			ips = append(ips, ip)
+		}
+	}
+	return metallb.FormatIPs(ips)
+}
+
+// attach moves the address onto workload w without a gap: the placeholder
+// first allows sharing under the claim's key, then w is pinned under the
+// same key, and only once MetalLB assigned the address to w does the
+// placeholder go — and with it any Service the driver pinned before.
+func attach(s snapshot, w *corev1.Service, p *plan) {
+	key, pins := sharingKey(s.claim.UID), want(s)
+	ph := s.placeholders[s.ip]
+	if metallb.Holds(w, s.ip) {
+		if ph != nil {
+			p.remove = append(p.remove, ph)
+		}
+		for _, old := range s.pinned {
+			if old.UID != w.UID {
+				p.update = append(p.update, unpin(old))
+			}
+		}
+		if !pinnedAs(w, pins, key) && readyToPin(s, w, pins, key) {
+			p.update = append(p.update, pin(w, pins, key))
+		}
+		return
+	}
+	if ph != nil && metallb.Holds(ph, s.ip) && !shares(ph, w, key) {
+		p.update = append(p.update, updatedPlaceholder(ph, placeholder(s.address, s.ip, s.class.PoolName, s.namespace, key, w)))
+		return
+	}
+	if !pinnedAs(w, pins, key) && readyToPin(s, w, pins, key) {
+		p.update = append(p.update, pin(w, pins, key))
+	}
+}
+
+// readyToPin reports whether every address of pins can be shared with w:
+// its placeholder does not hold it, or allows w to share it.
+func readyToPin(s snapshot, w *corev1.Service, pins, key string) bool {
+	for _, ip := range metallb.ParseIPs(pins) {
+		if ph := s.placeholders[ip]; ph != nil && metallb.Holds(ph, ip) && !shares(ph, w, key) {
+			return false
+		}
+	}
+	return true
+}
+
+// hold keeps the address on its placeholder. A Service the driver pinned
+// earlier keeps the address until the placeholder shares it; only then is
+// the pin withdrawn, and once no such Service is left the placeholder
+// stops allowing sharing.
+func hold(s snapshot, p *plan) {
+	ph := s.placeholders[s.ip]
+	if len(s.pinned) == 0 {
+		want := placeholder(s.address, s.ip, s.class.PoolName, s.namespace, "", nil)
+		switch {
+		case ph == nil:
+			p.create = append(p.create, want)
+		case !samePlaceholder(ph, want):
+			p.update = append(p.update, updatedPlaceholder(ph, want))
+		}
+		return
+	}
+	old := s.pinned[0]
+	want := placeholder(s.address, s.ip, s.class.PoolName, s.namespace, metallb.SharingKey(old), old)
+	switch {
+	case ph == nil:
+		p.create = append(p.create, want)
+	case !shares(ph, old, metallb.SharingKey(old)):
+		p.update = append(p.update, updatedPlaceholder(ph, want))
+	default:
+		for _, old := range s.pinned {
+			if safeToUnpin(s, old) {
+				p.update = append(p.update, unpin(old))
+			}
+		}
+	}
+}
+
+// safeToUnpin reports whether withdrawing old's pin frees none of the
+// addresses it holds: each is held by its placeholder too, or is no
+// longer reserved.
+func safeToUnpin(s snapshot, old *corev1.Service) bool {
+	for _, ip := range metallb.DriverPinned(old) {
+		if !metallb.Holds(old, ip) || !s.reserved[ip] {
+			continue
+		}
+		if ph := s.placeholders[ip]; ph == nil || !metallb.Holds(ph, ip) {
+			return false
+		}
+	}
+	return true
+}
+
+// status computes the driver's share of the address status (§7.6):
+// Lost while the pool cannot hold the address, Conflict while a Service
+// holds it without authorization, the core's phase back once neither
+// holds, and associatedTo.
+func status(s snapshot, w *corev1.Service, p *plan) {
+	a := s.address
+	st := a.Status.DeepCopy()
+	offenders := unauthorized(s, w)
+	lostReason, lostMessage := s.class.LostReason(s.ip)
+	switch {
+	case lostReason != "":
+		binding.SetCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionHeld, Status: metav1.ConditionFalse, Reason: lostReason, Message: lostMessage}, s.now)
+		if st.Phase != v1alpha1.AddressLost {
+			p.events = append(p.events, warning(a, v1alpha1.ReasonLost, "%s", lostMessage))
+		}
+		st.Phase = v1alpha1.AddressLost
+	case len(offenders) > 0:
+		msg := fmt.Sprintf("Service %s holds %s without authorization", strings.Join(offenders, ", "), s.ip)
+		binding.SetCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionConflict, Status: metav1.ConditionTrue, Reason: metallb.ReasonUnauthorizedHolder, Message: msg}, s.now)
+		p.events = append(p.events, warning(a, metallb.ReasonUnauthorizedHolder, "%s", msg))
+		for _, h := range s.holders {
+			if slices.Contains(offenders, h.Namespace+"/"+h.Name) {
+				p.events = append(p.events, warning(h, metallb.ReasonAddressReserved, "%s is reserved by IPAddress %s; this Service is not authorized to hold it", s.ip, a.Name))
+			}
+		}
+		st.Phase = v1alpha1.AddressConflict
+	default:
+		restore(s, st, p)
+	}
+	st.AssociatedTo = associatedTo(s, w)
+	if !equality.Semantic.DeepEqual(a.Status, *st) {
+		p.status = st
+	}
+}
+
+// restore clears what the driver set once its cause has passed: the
+// phase goes back to the one the core last recorded in its Bound condition.
+func restore(s snapshot, st *v1alpha1.IPAddressStatus, p *plan) {
+	a := s.address
+	if meta.IsStatusConditionFalse(st.Conditions, v1alpha1.ConditionHeld) {
+		binding.SetCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionHeld, Status: metav1.ConditionTrue, Reason: metallb.ReasonHeld, Message: "the pool holds the address again"}, s.now)
+		p.events = append(p.events, normal(a, metallb.ReasonHeld, "%s is held in MetalLB's books again", s.ip))
+	}
+	if meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionConflict) {
+		binding.SetCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionConflict, Status: metav1.ConditionFalse, Reason: metallb.ReasonConflictResolved, Message: "no unauthorized Service holds the address"}, s.now)
+		p.events = append(p.events, normal(a, metallb.ReasonConflictResolved, "no unauthorized Service holds %s any more", s.ip))
+	}
+	if st.Phase == v1alpha1.AddressConflict || st.Phase == v1alpha1.AddressLost {
+		st.Phase = corePhase(st)
+	}
+}
+
+// corePhase is the core-owned phase the core last recorded: its Bound
+// condition is True for Bound and carries the phase as reason otherwise.
+func corePhase(st *v1alpha1.IPAddressStatus) v1alpha1.AddressPhase {
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionBound)
+	if c == nil {
+		return v1alpha1.AddressPending
+	}
+	switch p := v1alpha1.AddressPhase(c.Reason); p {
+	case v1alpha1.AddressBound, v1alpha1.AddressAvailable, v1alpha1.AddressReleased:
+		return p
+	}
+	return v1alpha1.AddressPending
+}
+
+// unauthorized names the Services holding the address that neither its
+// placeholder, its workload, nor a Service the driver pinned are.
+func unauthorized(s snapshot, w *corev1.Service) []string {
+	var names []string
+	for _, h := range s.holders {
+		authorized := (w != nil && h.UID == w.UID) ||
+			(h.Namespace == s.namespace && h.Labels[metallb.LabelAddress] == s.address.Name) ||
+			slices.ContainsFunc(s.pinned, func(o *corev1.Service) bool { return o.UID == h.UID })
+		if !authorized {
+			names = append(names, h.Namespace+"/"+h.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// associatedTo is the workload the address is announced for: w once
+// MetalLB assigned it the address; nobody while only the placeholder
+// holds it; unchanged while a handoff is under way.
+func associatedTo(s snapshot, w *corev1.Service) *v1alpha1.WorkloadReference {
+	if w != nil && metallb.Holds(w, s.ip) {
+		return &v1alpha1.WorkloadReference{Kind: "Service", Namespace: w.Namespace, Name: w.Name}
+	}
+	if len(s.pinned) == 0 {
+		return nil
+	}
+	return s.address.Status.AssociatedTo
+}

@@ -1,0 +1,112 @@
+package hold
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/cozystack/address-controller/internal/metallb"
+)
+
+// sharingKeyPrefix starts every sharing key the driver writes.
+const sharingKeyPrefix = "metallb-iad-"
+
+// sharingKey is the key a claim's addresses are shared under during a
+// handoff: private to the claim, and only principals the service-pins
+// policy admits can write it on a Service.
+func sharingKey(claimUID types.UID) string { return sharingKeyPrefix + string(claimUID) }
+
+// pinnable reports whether the driver may pin svc: it pins nothing, or
+// only what the driver itself pinned. A pin someone else wrote is theirs.
+func pinnable(svc *corev1.Service) bool {
+	pins := svc.Annotations[metallb.AnnotationLoadBalancerIPs]
+	if pins == "" {
+		_, legacy := svc.Annotations["metallb.universe.tf/loadBalancerIPs"]
+		return !legacy && svc.Spec.LoadBalancerIP == ""
+	}
+	return pins == svc.Annotations[metallb.AnnotationPinned]
+}
+
+// pinnedAs reports whether svc carries exactly the driver's pin of ips
+// under key, and the handoff finalizer.
+func pinnedAs(svc *corev1.Service, ips, key string) bool {
+	return svc.Annotations[metallb.AnnotationLoadBalancerIPs] == ips &&
+		svc.Annotations[metallb.AnnotationPinned] == ips &&
+		svc.Annotations[metallb.AnnotationAllowSharedIP] == key &&
+		controllerutil.ContainsFinalizer(svc, metallb.FinalizerHandoff)
+}
+
+// pin is svc pinned to ips under key, marked as the driver's pin, and held
+// by the handoff finalizer so that its deletion waits for the placeholder.
+func pin(svc *corev1.Service, ips, key string) *corev1.Service {
+	out := svc.DeepCopy()
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[metallb.AnnotationLoadBalancerIPs] = ips
+	out.Annotations[metallb.AnnotationPinned] = ips
+	out.Annotations[metallb.AnnotationAllowSharedIP] = key
+	controllerutil.AddFinalizer(out, metallb.FinalizerHandoff)
+	return out
+}
+
+// unpin withdraws the driver's pin from svc: the pin, the marker, the
+// sharing key if the driver wrote it, and the handoff finalizer.
+func unpin(svc *corev1.Service) *corev1.Service {
+	out := svc.DeepCopy()
+	if metallb.DriverPinned(svc) != nil {
+		delete(out.Annotations, metallb.AnnotationLoadBalancerIPs)
+	}
+	delete(out.Annotations, metallb.AnnotationPinned)
+	if strings.HasPrefix(out.Annotations[metallb.AnnotationAllowSharedIP], sharingKeyPrefix) {
+		delete(out.Annotations, metallb.AnnotationAllowSharedIP)
+	}
+	controllerutil.RemoveFinalizer(out, metallb.FinalizerHandoff)
+	return out
+}
+
+// without is the driver's pin of svc less ip, formatted; empty when
+// nothing is left.
+func without(svc *corev1.Service, ip netip.Addr) string {
+	ips := slices.DeleteFunc(metallb.DriverPinned(svc), func(x netip.Addr) bool { return x == ip })
+	return metallb.FormatIPs(ips)
+}
+
+// shares reports whether placeholder p can share its address with peer
+// under key: same key, disjoint ports, same backend.
+func shares(p, peer *corev1.Service, key string) bool {
+	if metallb.SharingKey(p) != key {
+		return false
+	}
+	for _, pp := range p.Spec.Ports {
+		for _, wp := range peer.Spec.Ports {
+			if pp.Port == wp.Port && pp.Protocol == wp.Protocol {
+				return false
+			}
+		}
+	}
+	return backend(p) == backend(peer)
+}
+
+// backend is MetalLB's backend key: node-local traffic shares an address
+// only between Services with the same selector.
+func backend(svc *corev1.Service) string {
+	if svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+		return ""
+	}
+	return labelsString(svc.Spec.Selector)
+}
+
+func labelsString(m map[string]string) string {
+	keys := slices.Sorted(maps.Keys(m))
+	s := ""
+	for _, k := range keys {
+		s += k + "=" + m[k] + ","
+	}
+	return s
+}

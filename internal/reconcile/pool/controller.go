@@ -1,0 +1,128 @@
+package pool
+
+// Design:
+//
+// The driver owns IPAddressClass.status of its classes; the core never
+// writes it and reads only the Ready condition. A change of Ready is
+// written at once, with a PoolRefused (Warning) or PoolAccepted (Normal)
+// event on the class. Capacity changes with every provisioned address, so
+// a capacity-only change is written at most once per Interval: a burst of
+// a thousand claims costs a handful of class writes, not a thousand. The
+// gauges are set on every pass.
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/metallb"
+	"github.com/cozystack/address-controller/internal/recorder"
+)
+
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metallb.io,resources=ipaddresspools,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconciler keeps the driver's classes' status.
+type Reconciler struct {
+	Client   client.Client
+	Books    metallb.Books
+	Recorder *recorder.Recorder
+	// Interval is the least time between two capacity-only writes of one
+	// class's status; it is also how often capacity is recounted at rest.
+	Interval time.Duration
+	Now      func() time.Time
+
+	mu      sync.Mutex
+	written map[string]time.Time
+}
+
+// SetupWithManager registers the reconciler.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.written = map[string]time.Time{}
+	if r.Now == nil {
+		r.Now = time.Now
+	}
+	pool := &unstructured.Unstructured{}
+	pool.SetGroupVersionKind(metallb.PoolGVK)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("metallb-iad-class").
+		// Any class may change which class a pool belongs to.
+		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.all)).
+		Watches(&v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.(*v1alpha1.IPAddress).Spec.ClassName}}}
+		})).
+		Watches(pool, handler.EnqueueRequestsFromMapFunc(r.all)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		Complete(r)
+}
+
+func (r *Reconciler) all(ctx context.Context, _ client.Object) []reconcile.Request {
+	var classes v1alpha1.IPAddressClassList
+	if err := r.Client.List(ctx, &classes); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range classes.Items {
+		if classes.Items[i].Spec.Provisioner == metallb.Provisioner {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: classes.Items[i].Name}})
+		}
+	}
+	return reqs
+}
+
+// Reconcile judges one class and writes its status.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	c, class, err := r.Books.Class(ctx, req.Name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if class == nil || class.Spec.Provisioner != metallb.Provisioner {
+		deleteMetrics(req.Name)
+		return reconcile.Result{}, nil
+	}
+	used, err := r.Books.Used(ctx, c)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	n := counts(c, used)
+	setMetrics(c, n)
+	now := r.Now()
+	p := decide(class, c, n, now)
+	if !p.readyChanged && !p.capacityChanged {
+		return reconcile.Result{RequeueAfter: r.Interval}, nil
+	}
+	r.mu.Lock()
+	wait := r.written[class.Name].Add(r.Interval).Sub(now)
+	r.mu.Unlock()
+	if !p.readyChanged && wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	class.Status = p.status
+	if err := r.Client.Status().Update(ctx, class); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	r.mu.Lock()
+	r.written[class.Name] = now
+	r.mu.Unlock()
+	switch {
+	case refusedNow(p):
+		r.Recorder.Event(class, corev1.EventTypeWarning, metallb.ReasonPoolRefused, c.Refusal)
+	case p.readyChanged && len(class.Status.Conditions) > 0:
+		r.Recorder.Event(class, corev1.EventTypeNormal, metallb.ReasonPoolAccepted, "provisioning from IPAddressPool "+c.PoolName)
+	}
+	return reconcile.Result{RequeueAfter: r.Interval}, nil
+}

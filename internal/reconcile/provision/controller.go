@@ -1,0 +1,239 @@
+package provision
+
+// Design:
+//
+// The driver writes exactly one kind of object here: a new IPAddress,
+// pre-bound to the claim (claimRef with the claim's UID), carrying the
+// driver's teardown finalizer. It never writes a claim, and never writes an
+// existing address: the core accepts the binding (§4 step 4, skipped when
+// the UID is already there) and drives the phases.
+//
+// Double allocation is impossible by construction: an address's name is
+// derived from its IP, so a second create of one IP fails with
+// AlreadyExists. Double provisioning for one claim is prevented by
+// remembering every address this reconciler created until the cache shows
+// it (inflight), and by letting the core bind Available addresses of the
+// class before allocating anything new. A restart loses the memory but not
+// the cache, which is synced before the first pass.
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/index"
+	"github.com/cozystack/address-controller/internal/metallb"
+	"github.com/cozystack/address-controller/internal/recorder"
+)
+
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=get;list;watch
+// +kubebuilder:rbac:groups=metallb.io,resources=ipaddresspools,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// inflightTTL bounds how long a created address counts as the claim's
+// before the cache shows it; past it, the cache is trusted again.
+const inflightTTL = time.Minute
+
+// Reconciler provisions addresses for the driver's claims.
+type Reconciler struct {
+	Client   client.Client
+	Books    metallb.Books
+	Recorder *recorder.Recorder
+
+	// mu serialises choosing addresses, so that concurrent passes never
+	// pick the same free address; the creates run outside it.
+	mu       sync.Mutex
+	inflight map[string]inflight
+}
+
+type inflight struct {
+	claim  types.NamespacedName
+	family v1alpha1.IPFamily
+	ip     netip.Addr
+	at     time.Time
+}
+
+// SetupWithManager registers the reconciler.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	r.inflight = map[string]inflight{}
+	stamped := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetAnnotations()[v1alpha1.AnnotationProvisioner] == metallb.Provisioner
+	})
+	pool := &unstructured.Unstructured{}
+	pool.SetGroupVersionKind(metallb.PoolGVK)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("metallb-iad-provision").
+		For(&v1alpha1.IPAddressClaim{}, builder.WithPredicates(stamped)).
+		Watches(&v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.forAddress)).
+		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return r.waiting(ctx, o.GetName())
+		})).
+		Watches(pool, handler.EnqueueRequestsFromMapFunc(r.forPool)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
+}
+
+// forAddress wakes the claim an address names and, since an address that
+// goes away or stops being Available may leave a claim of its class
+// unprovisioned, the claims waiting on its class.
+func (r *Reconciler) forAddress(ctx context.Context, o client.Object) []reconcile.Request {
+	a := o.(*v1alpha1.IPAddress)
+	// The cache has the address now: it speaks for itself.
+	r.mu.Lock()
+	delete(r.inflight, a.Name)
+	r.mu.Unlock()
+	var reqs []reconcile.Request
+	if ref := a.Spec.ClaimRef; ref != nil {
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}})
+	}
+	if a.DeletionTimestamp != nil || a.Status.Phase != v1alpha1.AddressAvailable {
+		reqs = append(reqs, index.Requests(ctx, r.Client, &v1alpha1.IPAddressClaimList{},
+			client.MatchingFields{index.ClaimWaiting: index.WaitingKey(a.Spec.ClassName, binding.Family(a))})...)
+	}
+	return reqs
+}
+
+func (r *Reconciler) forPool(ctx context.Context, o client.Object) []reconcile.Request {
+	classes, err := r.Books.ClassesNamingPool(ctx, o.GetName())
+	if err != nil || o.GetNamespace() != r.Books.Namespace {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, c := range classes {
+		reqs = append(reqs, r.waiting(ctx, c)...)
+	}
+	return reqs
+}
+
+// waiting are the claims of class still waiting for an address.
+func (r *Reconciler) waiting(ctx context.Context, class string) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, f := range v1alpha1.Dual.Families() {
+		reqs = append(reqs, index.Requests(ctx, r.Client, &v1alpha1.IPAddressClaimList{},
+			client.MatchingFields{index.ClaimWaiting: index.WaitingKey(class, f)})...)
+	}
+	return reqs
+}
+
+// Reconcile gathers a snapshot, decides, and creates the addresses.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var claim v1alpha1.IPAddressClaim
+	if err := r.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !serves(&claim) {
+		return reconcile.Result{}, nil
+	}
+	class, obj, err := r.Books.Class(ctx, className(&claim))
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	s := snapshot{claim: &claim, class: class, policy: v1alpha1.ReclaimRetain}
+	if obj != nil && obj.Spec.ReclaimPolicy != "" {
+		s.policy = obj.Spec.ReclaimPolicy
+	}
+
+	r.mu.Lock()
+	err = r.gather(ctx, &s)
+	var p plan
+	if err == nil {
+		p = decide(s)
+		r.reserve(req.NamespacedName, p.create)
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+
+	if p.failure != "" {
+		r.Recorder.EventOnce(&claim, corev1.EventTypeWarning, metallb.ReasonProvisioningFailed, p.failure)
+	}
+	for _, a := range p.create {
+		err := r.Client.Create(ctx, a)
+		switch {
+		case apierrors.IsAlreadyExists(err):
+			// Someone else holds this IP: the cache will show it; until
+			// then the reservation keeps it out of the next choice.
+			r.mu.Lock()
+			e := r.inflight[a.Name]
+			e.claim = types.NamespacedName{}
+			r.inflight[a.Name] = e
+			r.mu.Unlock()
+			return reconcile.Result{RequeueAfter: 10 * time.Millisecond}, nil
+		case err != nil:
+			r.mu.Lock()
+			delete(r.inflight, a.Name)
+			r.mu.Unlock()
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+// gather fills the snapshot from the cache and the inflight memory; the
+// caller holds mu.
+func (r *Reconciler) gather(ctx context.Context, s *snapshot) error {
+	s.has = map[v1alpha1.IPFamily]bool{}
+	s.available = map[v1alpha1.IPFamily]bool{}
+	var named v1alpha1.IPAddressList
+	if err := r.Client.List(ctx, &named, client.MatchingFields{index.AddressClaim: index.ClaimKey(s.claim.Namespace, s.claim.Name)}); err != nil {
+		return err
+	}
+	for i := range named.Items {
+		if a := &named.Items[i]; binding.Holds(a, s.claim) || binding.PreBound(a, s.claim) {
+			s.has[binding.Family(a)] = true
+		}
+	}
+	for _, f := range s.claim.Spec.Family.Families() {
+		var avail v1alpha1.IPAddressList
+		if err := r.Client.List(ctx, &avail, client.MatchingFields{index.AddressPool: index.PoolKey(s.class.Name, f, v1alpha1.AddressAvailable)}, client.Limit(1)); err != nil {
+			return err
+		}
+		s.available[f] = len(avail.Items) > 0
+	}
+	used, err := r.Books.Used(ctx, s.class)
+	if err != nil {
+		return err
+	}
+	key := client.ObjectKeyFromObject(s.claim)
+	now := time.Now()
+	for name, e := range r.inflight {
+		if now.Sub(e.at) > inflightTTL {
+			delete(r.inflight, name)
+			continue
+		}
+		used = append(used, e.ip)
+		if e.claim == key {
+			s.has[e.family] = true
+		}
+	}
+	s.used = used
+	return nil
+}
+
+// reserve remembers the addresses a pass is about to create; the caller
+// holds mu.
+func (r *Reconciler) reserve(claim types.NamespacedName, addrs []*v1alpha1.IPAddress) {
+	for _, a := range addrs {
+		ip := netip.MustParseAddr(a.Spec.Address)
+		r.inflight[a.Name] = inflight{claim: claim, family: binding.Family(a), ip: ip, at: time.Now()}
+	}
+}
