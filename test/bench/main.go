@@ -1,13 +1,17 @@
 // Command bench is what `make bench` runs: it measures how fast the shipped
 // manager binary (bin/manager) binds IPAddressClaims, and how many API writes
-// each binding costs, on one local control plane (test/controlplane).
+// each binding costs, on one local control plane (test/controlplane); then
+// the same for claims of a MetalLB class served by the driver
+// (bin/metallb-iad), against what MetalLB alone takes for as many addresses.
 //
 // In one run it
 //
-//  1. starts etcd, kube-apiserver and kube-controller-manager, builds
-//     bin/manager (`go build`, a no-op when it is up to date) and starts it
-//     as a child process without leader election, metrics or probes, and
-//     with client-side rate limiting off (--kube-api-qps=-1);
+//  1. starts etcd, kube-apiserver (with an audit log of every write, which
+//     names the client) and kube-controller-manager, builds bin/manager and
+//     bin/metallb-iad (`go build`, a no-op when they are up to date) and
+//     starts the manager as a child process without leader election,
+//     metrics or probes, and with client-side rate limiting off
+//     (--kube-api-qps=-1);
 //  2. creates N ConfigMaps with -workers concurrent clients: the raw create
 //     rate of plain objects on this machine, the yardstick for the rest;
 //  3. creates an IPAddressClass and N IPAddresses of it (10.128.0.0/16,
@@ -26,18 +30,40 @@
 //     breakdown by resource and verb, the raw create rate and the ratio of
 //     the two rates, next to the targets: ratio ≥ 0.15, ≤ 4 controller
 //     writes per bind; and the CPU time kube-apiserver and the manager spent
-//     per bound claim, to tell which of them limits the rate.
+//     per bound claim, to tell which of them limits the rate;
+//  6. (the driver path, unless -driver=false) starts MetalLB's controller
+//     (bin/metallb-controller) and creates two disjoint autoAssign: false
+//     IPAddressPools sized 4×N; measures the MetalLB floor: N single-stack
+//     LoadBalancer Services, each pinned with metallb.io/loadBalancerIPs to
+//     its own address of the first pool, from the first create until MetalLB
+//     has written every one's address into its status; deletes them and
+//     waits until they are gone;
+//  7. starts bin/metallb-iad (in its namespace metallb-iad-system, flags as
+//     for the manager), creates a class of provisioner
+//     metallb.drivers.local.sdn.cozystack.io naming the second pool and waits
+//     until the driver reports it Ready; then creates N IPv4 claims of it as
+//     in step 4 and waits until every claim is Bound and every address of
+//     the class is held: its placeholder Service carries its IP in status;
+//  8. prints both times against the floor (targets: all Bound within 0.5 ×
+//     the floor, all held within 1.1 × the floor), p50 and p99 per claim,
+//     the writes per claim in all and without the N claim creates (target
+//     ≤ 8, MetalLB's and events included) by resource and verb, and by
+//     client from the audit log, and each process's CPU per claim.
 //
 // It never fails on the figures: it fails only when something does not work
 // (a start fails, a create fails, or a wait outlasts -timeout). It
-// stops the manager and the control plane on the way out, also on Ctrl-C.
+// stops every process and the control plane on the way out, also on Ctrl-C.
+// Every process's output, the control plane's included, and the audit log
+// go to a log directory, kept when the run fails (or with -keep-logs).
 // The API server counts every client's requests, so the breakdown also holds
 // the control plane's own background writes (Lease renewals), a handful per
-// run.
+// run, and on the driver path kube-apiserver's own ClusterIP allocations
+// (networking.k8s.io IPAddresses, one per Service).
 //
 // Usage:
 //
-//	go run ./test/bench [-n 1000] [-workers 32] [-timeout 10m] [-v] [-manager-args '--claim-workers=16']
+//	go run ./test/bench [-n 1000] [-workers 32] [-timeout 10m] [-v] [-keep-logs] [-driver=false]
+//	    [-manager-args '--claim-workers=16'] [-driver-args '--provision-workers=8']
 package main
 
 import (
@@ -74,7 +100,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/test/controlplane"
-	"github.com/cozystack/address-controller/test/proc"
+	testmetallb "github.com/cozystack/address-controller/test/metallb"
 )
 
 // Targets, printed next to the figures for reference.
@@ -94,9 +120,8 @@ const (
 )
 
 const (
-	managerGrace = 10 * time.Second
-	// settlePoll and settleMax bound the wait for the manager's writes to
-	// stop before a metrics snapshot.
+	// settlePoll and settleMax bound the wait for the controllers' writes
+	// to stop before a metrics snapshot.
 	settlePoll = time.Second
 	settleMax  = 30 * time.Second
 )
@@ -105,22 +130,29 @@ type options struct {
 	n, workers  int
 	timeout     time.Duration
 	verbose     bool
+	keepLogs    bool
+	driver      bool
 	managerArgs []string
+	driverArgs  []string
 }
 
 func main() {
 	var opts options
-	var managerArgs string
+	var managerArgs, driverArgs string
 	// An own flag set: the control plane's dependencies register flags
 	// (such as -kubeconfig) on the default one that mean nothing here.
 	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
-	fs.IntVar(&opts.n, "n", 1000, "objects of each kind: ConfigMaps, IPAddresses and IPAddressClaims")
-	fs.IntVar(&opts.workers, "workers", 32, "concurrent clients creating ConfigMaps, IPAddresses and claims")
+	fs.IntVar(&opts.n, "n", 1000, "objects of each kind: ConfigMaps, IPAddresses, IPAddressClaims, MetalLB Services")
+	fs.IntVar(&opts.workers, "workers", 32, "concurrent clients creating ConfigMaps, IPAddresses, claims and Services")
 	fs.DurationVar(&opts.timeout, "timeout", 10*time.Minute, "give up when a wait takes longer than this (a stuck run, not a slow one)")
-	fs.BoolVar(&opts.verbose, "v", false, "copy the manager's output to stderr")
+	fs.BoolVar(&opts.verbose, "v", false, "copy the output of every process the bench starts to stderr")
+	fs.BoolVar(&opts.keepLogs, "keep-logs", false, "keep the log directory after a successful run too (a failed run always keeps it)")
+	fs.BoolVar(&opts.driver, "driver", true, "measure the driver path (MetalLB and metallb-iad) after the core")
 	fs.StringVar(&managerArgs, "manager-args", "", "extra flags for bin/manager, space-separated")
+	fs.StringVar(&driverArgs, "driver-args", "", "extra flags for bin/metallb-iad, space-separated")
 	_ = fs.Parse(os.Args[1:]) // ExitOnError: never returns an error
 	opts.managerArgs = strings.Fields(managerArgs)
+	opts.driverArgs = strings.Fields(driverArgs)
 	if opts.n < 1 || opts.n > maxObjects || opts.workers < 1 {
 		fmt.Fprintf(os.Stderr, "bench: -n must be in 1..%d and -workers at least 1\n", maxObjects)
 		os.Exit(2)
@@ -164,17 +196,31 @@ func run(opts options) (err error) {
 	if err != nil {
 		return err
 	}
-	managerPath := filepath.Join(root, "bin", "manager")
-	say("building %s", rel(root, managerPath))
-	build := exec.CommandContext(ctx, "go", "build", "-o", managerPath, "./cmd/manager")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("go build ./cmd/manager: %w", err)
+	binDir, err := controlplane.BinDir()
+	if err != nil {
+		return err
+	}
+	if err := build(ctx, root); err != nil {
+		return err
 	}
 
-	say("starting the control plane")
-	t0 := time.Now()
-	cp, err := controlplane.Start(ctx, controlplane.Options{})
+	// Every log outlives the run when it fails: a stall is read there.
+	logDir, err := os.MkdirTemp("", "bench-logs-")
+	if err != nil {
+		return err
+	}
+	say("logs in %s", logDir)
+	defer func() {
+		if err != nil || opts.keepLogs {
+			say("logs kept in %s", logDir)
+			return
+		}
+		err = os.RemoveAll(logDir)
+	}()
+	procs := &children{dir: logDir, verbose: opts.verbose, cancel: cancel}
+	defer func() { err = errors.Join(err, procs.closeFiles()) }()
+
+	cp, cpReady, err := startControlPlane(ctx, procs, binDir, opts.driver)
 	if err != nil {
 		return err
 	}
@@ -182,8 +228,6 @@ func run(opts options) (err error) {
 		say("stopping the control plane")
 		err = errors.Join(err, cp.Stop())
 	}()
-	cpReady := time.Since(t0)
-	say("control plane ready in %s", cpReady.Round(100*time.Millisecond))
 
 	tmp, err := os.MkdirTemp("", "bench-")
 	if err != nil {
@@ -194,6 +238,7 @@ func run(opts options) (err error) {
 	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
 		return err
 	}
+	defer func() { err = errors.Join(err, procs.stop()) }()
 
 	managerFlags := append([]string{
 		"--kubeconfig=" + kubeconfig,
@@ -202,54 +247,94 @@ func run(opts options) (err error) {
 		"--health-probe-bind-address=0",
 		"--kube-api-qps=-1", // negative: no client-side rate limit
 	}, opts.managerArgs...)
-	tail := proc.NewTail(40)
-	var out io.Writer = tail
-	var prefixer *proc.PrefixWriter
-	if opts.verbose {
-		prefixer = proc.NewPrefixWriter(os.Stderr, "manager | ")
-		out = io.MultiWriter(tail, prefixer)
-	}
-	mgr, err := proc.Start("manager", managerPath, managerFlags, out)
+	mgr, err := procs.start("manager", filepath.Join(root, "bin", "manager"), managerFlags)
 	if err != nil {
 		return err
 	}
-	say("started %s (pid %d) %s", rel(root, managerPath), mgr.Pid(), strings.Join(managerFlags[1:], " "))
-	var stopping atomic.Bool
-	defer func() {
-		stopping.Store(true)
-		say("stopping the manager")
-		if stopErr := mgr.Stop(managerGrace); stopErr != nil {
-			err = errors.Join(err, fmt.Errorf("%w%s", stopErr, tail.Describe("the manager's output")))
-		}
-		if prefixer != nil {
-			_ = prefixer.Flush()
-		}
-	}()
-	go func() {
-		<-mgr.Done()
-		if !stopping.Load() {
-			exitErr := mgr.Err()
-			if exitErr == nil {
-				exitErr = errors.New("exit status 0")
-			}
-			cancel(fmt.Errorf("the manager exited unexpectedly: %w%s", exitErr, tail.Describe("the manager's output")))
-		}
-	}()
 
 	cfg := rest.CopyConfig(cp.Config)
 	cfg.QPS, cfg.Burst = -1, 0 // negative QPS: no client-side rate limit
+	cfg.UserAgent = "bench"    // the tenant, in the audit log's breakdown
 	c, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return err
 	}
-	b := &bench{opts: opts, c: c, cp: cp, managerPid: mgr.Pid()}
+	b := &bench{
+		opts: opts, c: c, cp: cp, managerPid: mgr.pid(),
+		root: root, binDir: binDir, tmp: tmp, kubeconfig: kubeconfig, procs: procs,
+		auditPath: filepath.Join(logDir, auditLog),
+	}
 	res, err := b.measure(ctx)
 	if err != nil {
 		return err
 	}
 	res.controlPlaneStart = cpReady
 	res.print(os.Stdout, opts)
+	if !opts.driver {
+		return nil
+	}
+	dres, err := b.measureDriver(ctx)
+	if err != nil {
+		return err
+	}
+	dres.print(os.Stdout, opts)
 	return nil
+}
+
+// build rebuilds the binaries the bench runs (a no-op when they are up to
+// date), so that it never measures a stale one.
+func build(ctx context.Context, root string) error {
+	for _, pkg := range []string{"manager", "metallb-iad"} {
+		say("building bin/%s", pkg)
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(root, "bin", pkg), "./cmd/"+pkg)
+		cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("go build ./cmd/%s: %w", pkg, err)
+		}
+	}
+	return nil
+}
+
+// auditLog is kube-apiserver's audit log, in the log directory.
+const auditLog = "kube-apiserver-audit.log"
+
+// startControlPlane starts etcd, kube-apiserver (auditing writes) and
+// kube-controller-manager with their logs in procs' directory, and our
+// CRDs plus, for the driver path, MetalLB's.
+func startControlPlane(ctx context.Context, procs *children, binDir string, driver bool) (*controlplane.ControlPlane, time.Duration, error) {
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		return nil, 0, err
+	}
+	crds := []string{filepath.Join(root, "config", "crd")}
+	if driver {
+		crds = append(crds, testmetallb.CRDDir(binDir))
+	}
+	policy := filepath.Join(procs.dir, "audit-policy.yaml")
+	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
+		return nil, 0, err
+	}
+	var logErr error
+	say("starting the control plane")
+	t0 := time.Now()
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		CRDDirectoryPaths: crds,
+		APIServerFlags:    auditFlags(policy, filepath.Join(procs.dir, auditLog)),
+		Output: func(component string) io.Writer {
+			f, err := procs.logFile(component)
+			if err != nil {
+				logErr = err
+				return nil
+			}
+			return f
+		},
+	})
+	if err != nil {
+		return nil, 0, errors.Join(err, logErr)
+	}
+	ready := time.Since(t0)
+	say("control plane ready in %s", ready.Round(100*time.Millisecond))
+	return cp, ready, nil
 }
 
 // bench holds what the measurements share.
@@ -258,6 +343,12 @@ type bench struct {
 	c          client.WithWatch
 	cp         *controlplane.ControlPlane
 	managerPid int
+
+	// What the driver path starts its processes with.
+	root, binDir, tmp, kubeconfig string
+	procs                         *children
+	// auditPath is kube-apiserver's audit log.
+	auditPath string
 }
 
 // results are the figures printed.
@@ -467,33 +558,47 @@ func (b *bench) createAll(ctx context.Context, create func(ctx context.Context, 
 	return elapsed, nil
 }
 
-// snapshot scrapes kube-apiserver's figures.
+// snapshot scrapes kube-apiserver's figures and notes where its audit log
+// stands.
 func (b *bench) snapshot(ctx context.Context) (snapshot, error) {
 	text, err := b.cp.APIServerMetrics(ctx)
 	if err != nil {
 		return snapshot{}, err
 	}
-	return parseMetrics(text)
+	snap, err := parseMetrics(text)
+	snap.audit = auditSize(b.auditPath)
+	return snap, err
 }
 
 // settledSnapshot waits until the controller's writes (this API group and
 // events) stop moving, then returns kube-apiserver's figures.
 func (b *bench) settledSnapshot(ctx context.Context) (snapshot, error) {
-	deadline := time.Now().Add(settleMax)
+	snap, _, err := b.settledSnapshotOf(ctx, controllerWrites, settleMax)
+	return snap, err
+}
+
+// settledSnapshotOf waits until the writes moving counts stop moving, or
+// for at most limit, then returns kube-apiserver's figures and whether they
+// had stopped.
+func (b *bench) settledSnapshotOf(ctx context.Context, moving func(requests) float64, limit time.Duration) (snapshot, bool, error) {
+	deadline := time.Now().Add(limit)
 	var last float64 = -1
 	for {
 		snap, err := b.snapshot(ctx)
 		if err != nil {
-			return snapshot{}, err
+			return snapshot{}, false, err
 		}
-		ours := controllerWrites(snap.writes)
-		if ours == last || time.Now().After(deadline) {
-			return snap, nil
+		ours := moving(snap.writes)
+		if ours == last {
+			return snap, true, nil
+		}
+		if time.Now().After(deadline) {
+			return snap, false, nil
 		}
 		last = ours
 		select {
 		case <-ctx.Done():
-			return snapshot{}, context.Cause(ctx)
+			return snapshot{}, false, context.Cause(ctx)
 		case <-time.After(settlePoll):
 		}
 	}
@@ -544,17 +649,7 @@ func (r *results) print(w io.Writer, opts options) {
 	_ = tw.Flush()
 
 	fmt.Fprintf(w, "\nmutating requests while binding (kube-apiserver apiserver_request_total; every client):\n")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "  resource\tverb\trequests\tper claim\tnon-2xx\t\n")
-	for _, k := range r.writes.sorted() {
-		c := r.writes[k]
-		note := ""
-		if k.resource == "ipaddressclaims" && k.subresource == "" && k.verb == "POST" {
-			note = "(the benchmark's creates)"
-		}
-		fmt.Fprintf(tw, "  %s\t%-5s\t%8.0f\t%9.2f\t%7.0f\t%s\n", k, k.verb, c.total(), c.total()/n, c.failed, note)
-	}
-	_ = tw.Flush()
+	printRequests(w, r.writes, n, "ipaddressclaims")
 	fmt.Fprintln(w)
 }
 

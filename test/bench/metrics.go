@@ -51,6 +51,9 @@ type snapshot struct {
 	// cpu is kube-apiserver's CPU time in seconds; negative when the
 	// metric is missing.
 	cpu float64
+	// audit is the audit log's length at the scrape: where the requests
+	// made after it start.
+	audit int64
 }
 
 // parseMetrics reads the mutating requests of apiserver_request_total,

@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -36,6 +37,7 @@ import (
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/core"
 	"github.com/cozystack/address-controller/test/controlplane"
+	"github.com/cozystack/address-controller/test/metallb"
 )
 
 // Timeouts. Every wait in this package is bounded by one of these.
@@ -93,12 +95,14 @@ func runTests(m *testing.M) int {
 
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	cp, err := controlplane.Start(ctx, controlplane.Options{})
-	cancel()
+	cp, err := controlplane.Start(ctx, controlplane.Options{CRDDirectoryPaths: crdDirs()})
 	if err != nil {
+		cancel()
 		fmt.Fprintf(os.Stderr, "integration: starting the control plane: %v\n", err)
 		return 1
 	}
+	cancel()
+	controlPlane = cp
 	fmt.Fprintf(os.Stderr, "integration: control plane ready in %s\n", time.Since(start).Round(time.Millisecond))
 
 	adminCfg = rest.CopyConfig(cp.Config)
@@ -110,6 +114,8 @@ func runTests(m *testing.M) int {
 	}
 
 	code := m.Run()
+	// MetalLB's watches would hold the API server's shutdown up.
+	stopMetalLB()
 	if err := cp.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "integration: stopping the control plane: %v\n", err)
 		if code == 0 {
@@ -128,7 +134,7 @@ func binariesPresent() error {
 		return err
 	}
 	var missing []string
-	for _, name := range []string{controlplane.Etcd, controlplane.KubeAPIServer, controlplane.KubeControllerManager} {
+	for _, name := range []string{controlplane.Etcd, controlplane.KubeAPIServer, controlplane.KubeControllerManager, metallb.Binary} {
 		st, err := os.Stat(filepath.Join(dir, name))
 		if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
 			missing = append(missing, name)
@@ -150,13 +156,27 @@ var metricsTaken atomic.Bool
 // manager's client configuration.
 func startManager(t *testing.T, mods ...func(*rest.Config)) (stop func()) {
 	t.Helper()
+	return runManager(t, core.CacheOptions(), client.Options{}, func(ctx context.Context, mgr manager.Manager) error {
+		return core.Setup(ctx, mgr, core.Options{
+			ClaimWorkers: 8, AddressWorkers: 8, ClassWorkers: 2,
+			SkipMetrics: !metricsTaken.CompareAndSwap(false, true),
+		})
+	}, mods...)
+}
+
+// runManager runs a fresh manager with the given cache and client options
+// and what setup registers, until the returned stop (or the test's
+// cleanup) stops it and waits for it to return.
+func runManager(t *testing.T, cacheOpts cache.Options, clientOpts client.Options, setup func(context.Context, manager.Manager) error, mods ...func(*rest.Config)) (stop func()) {
+	t.Helper()
 	cfg := rest.CopyConfig(adminCfg)
 	for _, mod := range mods {
 		mod(cfg)
 	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                  scheme,
-		Cache:                   core.CacheOptions(),
+		Cache:                   cacheOpts,
+		Client:                  clientOpts,
 		Metrics:                 metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress:  "0",
 		LeaderElection:          false,
@@ -167,13 +187,9 @@ func startManager(t *testing.T, mods ...func(*rest.Config)) (stop func()) {
 		t.Fatalf("new manager: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	err = core.Setup(ctx, mgr, core.Options{
-		ClaimWorkers: 8, AddressWorkers: 8, ClassWorkers: 2,
-		SkipMetrics: !metricsTaken.CompareAndSwap(false, true),
-	})
-	if err != nil {
+	if err := setup(ctx, mgr); err != nil {
 		cancel()
-		t.Fatalf("core.Setup: %v", err)
+		t.Fatalf("setup: %v", err)
 	}
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()

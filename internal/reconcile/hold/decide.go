@@ -100,7 +100,7 @@ func teardown(s snapshot, p *plan) {
 		if rest := without(svc, s.ip); rest != "" {
 			p.update = append(p.update, pin(svc, rest, metallb.SharingKey(svc)))
 		} else {
-			p.update = append(p.update, unpin(svc))
+			p.update = append(p.update, release(svc))
 		}
 	}
 	if ph := s.placeholders[s.ip]; ph != nil {
@@ -179,7 +179,7 @@ func attach(s snapshot, w *corev1.Service, p *plan) {
 		}
 		for _, old := range s.pinned {
 			if old.UID != w.UID {
-				p.update = append(p.update, unpin(old))
+				p.letGo(old)
 			}
 		}
 		if !pinnedAs(w, pins, key) && readyToPin(s, w, pins, key) {
@@ -209,8 +209,9 @@ func readyToPin(s snapshot, w *corev1.Service, pins, key string) bool {
 
 // hold keeps the address on its placeholder. A Service the driver pinned
 // earlier keeps the address until the placeholder shares it; only then is
-// the pin withdrawn, and once no such Service is left the placeholder
-// stops allowing sharing.
+// the pin withdrawn, and once no other Service holds the address the
+// placeholder stops allowing sharing (MetalLB would take it from the
+// placeholder if another Service still held it under the old key).
 func hold(s snapshot, p *plan) {
 	ph := s.placeholders[s.ip]
 	if len(s.pinned) == 0 {
@@ -218,12 +219,28 @@ func hold(s snapshot, p *plan) {
 		switch {
 		case ph == nil:
 			p.create = append(p.create, want)
-		case !samePlaceholder(ph, want):
+		case !samePlaceholder(ph, want) && soleHolder(s, ph):
 			p.update = append(p.update, updatedPlaceholder(ph, want))
 		}
 		return
 	}
-	old := s.pinned[0]
+	var active []*corev1.Service
+	for _, o := range s.pinned {
+		if metallb.DriverPinned(o) != nil {
+			active = append(active, o)
+		}
+	}
+	if len(active) == 0 {
+		// Every pin is withdrawn: MetalLB is taking the address back.
+		if ph == nil {
+			p.create = append(p.create, placeholder(s.address, s.ip, s.class.PoolName, s.namespace, "", nil))
+		}
+		for _, o := range s.pinned {
+			p.letGo(o)
+		}
+		return
+	}
+	old := active[0]
 	want := placeholder(s.address, s.ip, s.class.PoolName, s.namespace, metallb.SharingKey(old), old)
 	switch {
 	case ph == nil:
@@ -232,11 +249,28 @@ func hold(s snapshot, p *plan) {
 		p.update = append(p.update, updatedPlaceholder(ph, want))
 	default:
 		for _, old := range s.pinned {
-			if safeToUnpin(s, old) {
-				p.update = append(p.update, unpin(old))
+			if metallb.DriverPinned(old) == nil || safeToUnpin(s, old) {
+				p.letGo(old)
 			}
 		}
 	}
+}
+
+// letGo plans the next step of taking the driver's pin off old, if any.
+func (p *plan) letGo(old *corev1.Service) {
+	if svc := letGo(old); svc != nil {
+		p.update = append(p.update, svc)
+	}
+}
+
+// soleHolder reports whether no Service but the placeholder holds the address.
+func soleHolder(s snapshot, ph *corev1.Service) bool {
+	for _, h := range s.holders {
+		if h.UID != ph.UID {
+			return false
+		}
+	}
+	return true
 }
 
 // safeToUnpin reports whether withdrawing old's pin frees none of the

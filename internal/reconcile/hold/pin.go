@@ -55,19 +55,42 @@ func pin(svc *corev1.Service, ips, key string) *corev1.Service {
 	return out
 }
 
-// unpin withdraws the driver's pin from svc: the pin, the marker, the
-// sharing key if the driver wrote it, and the handoff finalizer.
-func unpin(svc *corev1.Service) *corev1.Service {
+// withdraw takes the driver's pin off svc: the pin and the sharing key the
+// driver wrote. The marker and the handoff finalizer stay until MetalLB
+// has taken the address back (release), so that the Service is still
+// known as the driver's while it holds the address for the last moments.
+func withdraw(svc *corev1.Service) *corev1.Service {
 	out := svc.DeepCopy()
 	if metallb.DriverPinned(svc) != nil {
 		delete(out.Annotations, metallb.AnnotationLoadBalancerIPs)
 	}
-	delete(out.Annotations, metallb.AnnotationPinned)
 	if strings.HasPrefix(out.Annotations[metallb.AnnotationAllowSharedIP], sharingKeyPrefix) {
 		delete(out.Annotations, metallb.AnnotationAllowSharedIP)
 	}
+	return out
+}
+
+// release forgets svc: the marker and the handoff finalizer go.
+func release(svc *corev1.Service) *corev1.Service {
+	out := withdraw(svc)
+	delete(out.Annotations, metallb.AnnotationPinned)
 	controllerutil.RemoveFinalizer(out, metallb.FinalizerHandoff)
 	return out
+}
+
+// letGo is the next step of taking the driver's pin off svc once that is
+// safe: withdraw the pin while it is in place, then release the Service
+// once MetalLB no longer assigns it any address of the marker.
+func letGo(svc *corev1.Service) *corev1.Service {
+	if metallb.DriverPinned(svc) != nil {
+		return withdraw(svc)
+	}
+	for _, ip := range metallb.ParseIPs(svc.Annotations[metallb.AnnotationPinned]) {
+		if metallb.Holds(svc, ip) {
+			return nil
+		}
+	}
+	return release(svc)
 }
 
 // without is the driver's pin of svc less ip, formatted; empty when

@@ -1,0 +1,318 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/driver"
+	metallbiad "github.com/cozystack/address-controller/internal/metallb"
+	"github.com/cozystack/address-controller/test/metallb"
+)
+
+// metalLBWait bounds waits on MetalLB's controller, which assigns about
+// twenty Services a second.
+const metalLBWait = 30 * time.Second
+
+var driverMetricsTaken atomic.Bool
+
+// startDriver runs the metallb-iad driver in-process, as cmd/metallb-iad
+// does but without leader election.
+func startDriver(t *testing.T) (stop func()) {
+	t.Helper()
+	opts := driver.DefaultOptions()
+	opts.Namespace, opts.MetalLBNamespace = driverNamespace, metallb.Namespace
+	opts.CapacityInterval = time.Second
+	opts.SkipMetrics = !driverMetricsTaken.CompareAndSwap(false, true)
+	return runManager(t, driver.CacheOptions(opts), driver.ClientOptions(), func(ctx context.Context, mgr manager.Manager) error {
+		return driver.Setup(ctx, mgr, opts)
+	})
+}
+
+// newDriverEnv is newEnv for the driver's tests: the core and the driver
+// run, and cleanup also removes the test's pools, placeholders and the
+// driver's finalizers on the test's Services.
+func newDriverEnv(t *testing.T) *env {
+	t.Helper()
+	e := newEnv(t)
+	needMetalLB(t)
+	t.Cleanup(e.cleanupDriver)
+	t.Cleanup(e.dumpServicesIfFailed)
+	startManager(t)
+	startDriver(t)
+	return e
+}
+
+// pool creates an autoAssign: false IPAddressPool named it<n>-suffix.
+func (e *env) pool(suffix string, addresses ...string) string {
+	e.t.Helper()
+	name := e.class(suffix)
+	e.create(newPool(name, false, addresses...))
+	return name
+}
+
+func newPool(name string, autoAssign bool, addresses ...string) *unstructured.Unstructured {
+	spec := map[string]any{"addresses": toAny(addresses)}
+	if !autoAssign {
+		spec["autoAssign"] = false
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+		"metadata": map[string]any{"namespace": metallb.Namespace, "name": name},
+		"spec":     spec,
+	}}
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+// metalLBClass creates a class of the driver naming pool.
+func (e *env) metalLBClass(suffix, pool string, policy v1alpha1.ReclaimPolicy) string {
+	e.t.Helper()
+	name := e.class(suffix)
+	e.create(&v1alpha1.IPAddressClass{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1alpha1.IPAddressClassSpec{
+			Provisioner: metallbiad.Provisioner, ReclaimPolicy: policy,
+			Parameters: &runtime.RawExtension{Raw: fmt.Appendf(nil, `{"pool":%q}`, pool)},
+		},
+	})
+	return name
+}
+
+// service creates a LoadBalancer Service in the test's namespace with the
+// given annotations.
+func (e *env) service(name string, annotations map[string]string, mods ...func(*corev1.Service)) *corev1.Service {
+	e.t.Helper()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name, Annotations: annotations},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+	}
+	for _, m := range mods {
+		m(svc)
+	}
+	e.create(svc)
+	return svc
+}
+
+func naming(claim string) map[string]string {
+	return map[string]string{v1alpha1.AnnotationIPAddressClaim: claim}
+}
+
+func dualStack(svc *corev1.Service) {
+	p := corev1.IPFamilyPolicyRequireDualStack
+	svc.Spec.IPFamilyPolicy = &p
+}
+
+// ingressOf reads the addresses MetalLB assigned to a Service; a missing
+// Service has none.
+func ingressOf(g Gomega, ns, name string) []string {
+	var svc corev1.Service
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, &svc); err != nil {
+		g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+		return nil
+	}
+	out := []string{}
+	for _, ip := range metallbiad.IngressIPs(&svc) {
+		out = append(out, ip.String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// heldBy waits until MetalLB assigned exactly ips to the Service.
+func (e *env) heldBy(ns, name string, ips ...string) {
+	e.t.Helper()
+	slices.Sort(ips)
+	e.g.Eventually(func(g Gomega) []string { return append([]string{}, ingressOf(g, ns, name)...) }).
+		WithTimeout(metalLBWait).WithPolling(poll).Should(Equal(append([]string{}, ips...)), "Service %s/%s should hold %v", ns, name, ips)
+}
+
+// placeholderHolds waits until the address's placeholder holds its IP.
+func (e *env) placeholderHolds(ip string) { e.t.Helper(); e.heldBy(driverNamespace, nameOf(ip), ip) }
+
+// boundAddress waits until the claim is Bound and returns its addresses' IPs.
+func (e *env) boundAddresses(claim string, n int) []string {
+	e.t.Helper()
+	var ips []string
+	e.eventually(func(g Gomega) {
+		c := e.getClaim(g, claim)
+		g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimBound))
+		g.Expect(c.Status.Addresses).To(HaveLen(n))
+		ips = nil
+		for _, a := range c.Status.Addresses {
+			ips = append(ips, a.Address)
+		}
+	}, "claim %s should be Bound to %d addresses", claim, n)
+	return ips
+}
+
+// holderWatch follows MetalLB's assignments of one address through a watch
+// on every Service, and records every instant at which nobody, or a
+// Service not in allowed, holds it — once it has first been held.
+type holderWatch struct {
+	ip      string
+	allowed []string
+	mu      sync.Mutex
+	holders map[string]bool
+	started bool
+	history []string
+	bad     []string
+	stop    context.CancelFunc
+	done    chan struct{}
+}
+
+// watchHolders starts a holderWatch; allowed are namespace/name keys.
+func (e *env) watchHolders(ip string, allowed ...string) *holderWatch {
+	e.t.Helper()
+	w := &holderWatch{ip: ip, allowed: allowed, holders: map[string]bool{}, done: make(chan struct{})}
+	wc, err := client.NewWithWatch(adminCfg, client.Options{Scheme: scheme})
+	e.g.Expect(err).NotTo(HaveOccurred())
+	var list corev1.ServiceList
+	e.g.Expect(wc.List(e.ctx, &list)).To(Succeed())
+	for i := range list.Items {
+		w.observe(watch.Added, &list.Items[i])
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w.stop = cancel
+	wi, err := wc.Watch(ctx, &corev1.ServiceList{}, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})
+	e.g.Expect(err).NotTo(HaveOccurred())
+	go func() {
+		defer close(w.done)
+		defer wi.Stop()
+		for ev := range wi.ResultChan() {
+			if svc, ok := ev.Object.(*corev1.Service); ok {
+				w.observe(ev.Type, svc)
+			}
+		}
+	}()
+	e.t.Cleanup(w.close)
+	return w
+}
+
+func (w *holderWatch) observe(t watch.EventType, svc *corev1.Service) {
+	key := svc.Namespace + "/" + svc.Name
+	holds := t != watch.Deleted && slices.Contains(metallbiad.IngressIPs(svc), netip.MustParseAddr(w.ip))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.holders[key] == holds {
+		return
+	}
+	if holds {
+		w.holders[key] = true
+	} else {
+		delete(w.holders, key)
+	}
+	var now []string
+	for k := range w.holders {
+		now = append(now, k)
+	}
+	slices.Sort(now)
+	w.history = append(w.history, fmt.Sprintf("%s rv=%s → %v", key, svc.ResourceVersion, now))
+	if len(now) > 0 {
+		w.started = true
+	}
+	switch {
+	case w.started && len(now) == 0:
+		w.bad = append(w.bad, fmt.Sprintf("nobody holds %s after %s rv=%s", w.ip, key, svc.ResourceVersion))
+	case slices.ContainsFunc(now, func(k string) bool { return !slices.Contains(w.allowed, k) }):
+		w.bad = append(w.bad, fmt.Sprintf("%s is held by %v, allowed %v", w.ip, now, w.allowed))
+	}
+}
+
+func (w *holderWatch) close() {
+	w.stop()
+	<-w.done
+}
+
+// check fails the test if any instant so far broke the rule.
+func (w *holderWatch) check(t *testing.T) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.bad) > 0 {
+		t.Errorf("MetalLB's assignments of %s were not hitless:\n  %s\nhistory:\n  %s", w.ip, strings.Join(w.bad, "\n  "), strings.Join(w.history, "\n  "))
+	}
+}
+
+// cleanupDriver strips the driver's finalizer from the test's Services and
+// deletes the test's pools and its addresses' placeholders. It runs after
+// every manager of the test has stopped.
+func (e *env) cleanupDriver() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var svcs corev1.ServiceList
+	if err := k8s.List(ctx, &svcs, client.InNamespace(e.ns)); err == nil {
+		for i := range svcs.Items {
+			if err := forceDelete(ctx, &svcs.Items[i]); err != nil {
+				e.t.Errorf("cleanup: %v", err)
+			}
+		}
+	}
+	var addrs v1alpha1.IPAddressList
+	if err := k8s.List(ctx, &addrs); err == nil {
+		for _, a := range addrs.Items {
+			if e.ownsClass(a.Spec.ClassName) {
+				_ = k8s.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: driverNamespace, Name: a.Name}})
+			}
+		}
+	}
+	pools := &unstructured.UnstructuredList{}
+	pools.SetGroupVersionKind(metallbiad.PoolGVK)
+	if err := k8s.List(ctx, pools, client.InNamespace(metallb.Namespace)); err == nil {
+		for i := range pools.Items {
+			if e.ownsClass(pools.Items[i].GetName()) {
+				_ = k8s.Delete(ctx, &pools.Items[i])
+			}
+		}
+	}
+}
+
+// dumpServicesIfFailed logs the Services the test concerns and where
+// MetalLB's log is, when it failed.
+func (e *env) dumpServicesIfFailed() {
+	if !e.t.Failed() {
+		return
+	}
+	var b strings.Builder
+	for _, ns := range []string{e.ns, driverNamespace} {
+		var svcs corev1.ServiceList
+		if err := k8s.List(context.Background(), &svcs, client.InNamespace(ns)); err != nil {
+			continue
+		}
+		for _, s := range svcs.Items {
+			fmt.Fprintf(&b, "service %s/%s ingress=%v annotations=%v finalizers=%v deleting=%v\n",
+				s.Namespace, s.Name, s.Status.LoadBalancer.Ingress, s.Annotations, s.Finalizers, s.DeletionTimestamp != nil)
+		}
+	}
+	if log, err := os.ReadFile(metallbLog); err == nil && len(log) > 4000 {
+		b.WriteString("MetalLB log tail:\n" + string(log[len(log)-4000:]))
+	}
+	e.t.Logf("Services at failure:\n%s", b.String())
+}
+
+func unstructuredSetStrings(obj map[string]any, values []string, fields ...string) error {
+	return unstructured.SetNestedStringSlice(obj, values, fields...)
+}

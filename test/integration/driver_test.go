@@ -1,0 +1,312 @@
+package integration
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	metallbiad "github.com/cozystack/address-controller/internal/metallb"
+)
+
+// The driver's tests run the core, the driver and MetalLB's own controller
+// on the local control plane. Test names follow contract §7's obligations.
+
+// 7-2, 7-5: claim → Bound → attach A → delete A → held again → attach B →
+// same IP → detach B without deleting it; MetalLB never has the address
+// unassigned nor assigned to anyone else after it was first held.
+func TestDriver_7_5_AttachMoveDetachHitless(t *testing.T) {
+	e := newDriverEnv(t)
+	pool := e.pool("pool", e.v4(0)+"/28")
+	class := e.metalLBClass("public", pool, v1alpha1.ReclaimRetain)
+	e.createClaim("web", class)
+	ips := e.boundAddresses("web", 1)
+	ip := ips[0]
+	e.g.Expect(ip).To(Equal(e.v4(0)), "the smallest free address of the pool")
+	e.placeholderHolds(ip)
+	addr := nameOf(ip)
+	w := e.watchHolders(ip, driverNamespace+"/"+addr, e.ns+"/a", e.ns+"/b")
+
+	a := e.service("a", naming("web"))
+	e.heldBy(e.ns, "a", ip)
+	e.eventually(func(g Gomega) {
+		got := e.getAddress(g, addr)
+		g.Expect(got.Status.AssociatedTo).To(Equal(&v1alpha1.WorkloadReference{Kind: "Service", Namespace: e.ns, Name: "a"}))
+		g.Expect(got.Status.Phase).To(Equal(v1alpha1.AddressBound))
+	})
+	e.eventually(func(g Gomega) {
+		var ph corev1.Service
+		err := k8s.Get(e.ctx, client.ObjectKey{Namespace: driverNamespace, Name: addr}, &ph)
+		g.Expect(client.IgnoreNotFound(err)).To(Succeed())
+		g.Expect(err).To(HaveOccurred(), "the placeholder goes once A holds the address")
+	})
+
+	e.delete(a)
+	e.placeholderHolds(ip)
+	e.eventually(func(g Gomega) { e.gone(g, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "a"}}) })
+	e.eventually(func(g Gomega) {
+		got := e.getAddress(g, addr)
+		g.Expect(got.Status.Phase).To(Equal(v1alpha1.AddressBound))
+		g.Expect(got.Status.AssociatedTo).To(BeNil())
+	})
+
+	b := e.service("b", naming("web"))
+	e.heldBy(e.ns, "b", ip)
+
+	e.update(b, func() { delete(b.Annotations, v1alpha1.AnnotationIPAddressClaim) })
+	e.placeholderHolds(ip)
+	e.heldBy(e.ns, "b")
+	e.eventually(func(g Gomega) {
+		var got corev1.Service
+		g.Expect(k8s.Get(e.ctx, client.ObjectKeyFromObject(b), &got)).To(Succeed())
+		g.Expect(got.Annotations).NotTo(HaveKey(metallbiad.AnnotationLoadBalancerIPs))
+		g.Expect(got.Annotations).NotTo(HaveKey(metallbiad.AnnotationPinned))
+		g.Expect(got.Annotations).NotTo(HaveKey(metallbiad.AnnotationAllowSharedIP))
+		g.Expect(got.Finalizers).NotTo(ContainElement(metallbiad.FinalizerHandoff))
+		g.Expect(e.getAddress(g, addr).Status.AssociatedTo).To(BeNil())
+	})
+	e.consistently(time.Second, func(g Gomega) { g.Expect(ingressOf(g, e.ns, "b")).To(BeEmpty()) })
+	e.g.Expect(e.getClaim(e.g, "web").Status.Phase).To(Equal(v1alpha1.ClaimBound))
+	w.check(t)
+}
+
+// 7-5: one workload per claim — a second Service naming the claim gets a
+// warning and no pin.
+func TestDriver_7_5_OneWorkloadPerClaim(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), v1alpha1.ReclaimRetain)
+	e.createClaim("web", class)
+	ip := e.boundAddresses("web", 1)[0]
+	e.service("first", naming("web"))
+	e.heldBy(e.ns, "first", ip)
+	e.service("second", naming("web"))
+	e.eventually(func(g Gomega) { g.Expect(e.events(g, "second", metallbiad.ReasonClaimInUse)).NotTo(BeEmpty()) })
+	e.consistently(2*time.Second, func(g Gomega) {
+		var svc corev1.Service
+		g.Expect(k8s.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "second"}, &svc)).To(Succeed())
+		g.Expect(svc.Annotations).NotTo(HaveKey(metallbiad.AnnotationLoadBalancerIPs))
+		g.Expect(ingressOf(g, e.ns, "second")).To(BeEmpty())
+		g.Expect(ingressOf(g, e.ns, "first")).To(Equal([]string{ip}))
+	})
+}
+
+// 6, 7-2: Retain — deleting the claim leaves the address Released and
+// still held; once an admin clears its claimRef it is Available, and a new
+// claim of the class binds it before anything new is allocated.
+func TestDriver_6_RetainReleasedHeldThenRecycled(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), v1alpha1.ReclaimRetain)
+	e.createClaim("web", class)
+	ip := e.boundAddresses("web", 1)[0]
+	addr := nameOf(ip)
+	e.service("a", naming("web"))
+	e.heldBy(e.ns, "a", ip)
+	w := e.watchHolders(ip, driverNamespace+"/"+addr, e.ns+"/a")
+
+	e.delete(e.newClaim("web", class))
+	e.addressPhase(addr, v1alpha1.AddressReleased)
+	e.placeholderHolds(ip)
+	e.heldBy(e.ns, "a")
+
+	a := e.addressPhase(addr, v1alpha1.AddressReleased)
+	e.update(a, func() { a.Spec.ClaimRef = nil })
+	e.addressPhase(addr, v1alpha1.AddressAvailable)
+	e.placeholderHolds(ip)
+
+	e.createClaim("again", class)
+	e.g.Expect(e.boundAddresses("again", 1)).To(Equal([]string{ip}))
+	var all v1alpha1.IPAddressList
+	e.g.Expect(k8s.List(e.ctx, &all, client.MatchingFields{"spec.className": class})).To(Succeed())
+	e.g.Expect(all.Items).To(HaveLen(1), "no new allocation")
+	w.check(t)
+}
+
+// 6, 7-4: Delete — deleting the claim deletes the address; the driver
+// withdraws its pin and placeholder first, and MetalLB can give the IP to
+// anyone again.
+func TestDriver_7_4_DeleteFreesTheAddress(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), v1alpha1.ReclaimDelete)
+	e.createClaim("web", class)
+	ip := e.boundAddresses("web", 1)[0]
+	addr := nameOf(ip)
+	a := e.service("a", naming("web"))
+	e.heldBy(e.ns, "a", ip)
+
+	e.delete(e.newClaim("web", class))
+	e.eventually(func(g Gomega) { e.gone(g, &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: addr}}) })
+	e.eventually(func(g Gomega) {
+		e.gone(g, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: driverNamespace, Name: addr}})
+		var got corev1.Service
+		g.Expect(k8s.Get(e.ctx, client.ObjectKeyFromObject(a), &got)).To(Succeed())
+		g.Expect(got.Annotations).NotTo(HaveKey(metallbiad.AnnotationLoadBalancerIPs))
+		g.Expect(got.Finalizers).To(BeEmpty())
+	})
+	e.heldBy(e.ns, "a")
+
+	e.service("next", map[string]string{metallbiad.AnnotationLoadBalancerIPs: ip})
+	e.heldBy(e.ns, "next", ip)
+}
+
+// 7-6: a Service pinning a reserved address directly never gets it while
+// the driver holds it.
+func TestDriver_7_6_ThiefNeverGetsAReservedAddress(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), v1alpha1.ReclaimRetain)
+	e.createClaim("web", class)
+	ip := e.boundAddresses("web", 1)[0]
+	e.placeholderHolds(ip)
+	e.service("thief", map[string]string{metallbiad.AnnotationLoadBalancerIPs: ip})
+	e.consistently(3*time.Second, func(g Gomega) {
+		g.Expect(ingressOf(g, e.ns, "thief")).To(BeEmpty())
+		g.Expect(ingressOf(g, driverNamespace, nameOf(ip))).To(Equal([]string{ip}))
+	})
+	e.g.Expect(e.getAddress(e.g, nameOf(ip)).Status.Phase).To(Equal(v1alpha1.AddressBound))
+}
+
+// 7-2, 7-5: a Dual claim gets an address of each family, both pinned to a
+// dual-stack Service.
+func TestDriver_7_5_DualStack(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28", e.v6(0)+"/120"), v1alpha1.ReclaimRetain)
+	e.createClaim("web", class, family(v1alpha1.Dual))
+	ips := e.boundAddresses("web", 2)
+	e.g.Expect(ips).To(ConsistOf(e.v4(0), fmt.Sprintf("fd00:%x::", e.id)))
+	for _, ip := range ips {
+		e.placeholderHolds(ip)
+	}
+	e.service("a", naming("web"), dualStack)
+	e.heldBy(e.ns, "a", ips...)
+	for _, ip := range ips {
+		e.eventually(func(g Gomega) {
+			g.Expect(e.getAddress(g, nameOf(ip)).Status.AssociatedTo).NotTo(BeNil())
+		})
+	}
+}
+
+// 7-1: every cause of refusal — missing pool, auto-assigning pool, a pool
+// another class names — is a PoolRefused event and Ready=False on the
+// class, and its claims stay Pending saying why; fixing it provisions.
+func TestDriver_7_1_PoolRefused(t *testing.T) {
+	e := newDriverEnv(t)
+	missing := e.metalLBClass("missing", e.class("nopool"), v1alpha1.ReclaimRetain)
+	auto := e.class("auto")
+	e.create(newPool(auto, true, e.v4(16)+"/28"))
+	autoClass := e.metalLBClass("autoclass", auto, v1alpha1.ReclaimRetain)
+	shared := e.pool("shared", e.v4(32)+"/28")
+	e.metalLBClass("first", shared, v1alpha1.ReclaimRetain)
+	time.Sleep(1100 * time.Millisecond) // creation timestamps have a one-second resolution
+	second := e.metalLBClass("second", shared, v1alpha1.ReclaimRetain)
+
+	for class, why := range map[string]string{missing: "not found", autoClass: "autoAssign", second: "already named by IPAddressClass " + e.class("first")} {
+		e.eventually(func(g Gomega) {
+			c := e.getClass(g, class)
+			ready := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(ready.Reason).To(Equal(metallbiad.ReasonPoolRefused))
+			g.Expect(ready.Message).To(ContainSubstring(why))
+			g.Expect(e.events(g, class, metallbiad.ReasonPoolRefused)).NotTo(BeEmpty())
+		}, "class %s should be refused", class)
+		claim := "for-" + class
+		e.createClaim(claim, class)
+		e.eventually(func(g Gomega) {
+			c := e.getClaim(g, claim)
+			g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimPending))
+			bound := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound)
+			g.Expect(bound).NotTo(BeNil())
+			g.Expect(bound.Message).To(ContainSubstring(why))
+		}, "claim of %s should say why it waits", class)
+	}
+
+	e.create(newPool(e.class("nopool"), false, e.v4(48)+"/28"))
+	e.g.Expect(e.boundAddresses("for-"+missing, 1)).To(Equal([]string{e.v4(48)}))
+}
+
+// 7-6: a Service holding a reserved address without authorization puts the
+// address in Conflict, naming it, with events on both; it clears once the
+// Service lets go.
+func TestDriver_7_6_ConflictSetAndCleared(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), v1alpha1.ReclaimRetain)
+	e.createClaim("web", class)
+	ip := e.boundAddresses("web", 1)[0]
+	addr := nameOf(ip)
+	// Another load-balancer implementation hands out the same address.
+	other := e.service("other", nil, func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptrTo("example.com/other") })
+	e.update(other, func() {})
+	e.eventually(func(g Gomega) {
+		g.Expect(k8s.Get(e.ctx, client.ObjectKeyFromObject(other), other)).To(Succeed())
+		other.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+		g.Expect(k8s.Status().Update(e.ctx, other)).To(Succeed())
+	})
+	e.eventually(func(g Gomega) {
+		a := e.getAddress(g, addr)
+		g.Expect(a.Status.Phase).To(Equal(v1alpha1.AddressConflict))
+		c := meta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionConflict)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Message).To(ContainSubstring(e.ns + "/other"))
+		g.Expect(e.events(g, addr, metallbiad.ReasonUnauthorizedHolder)).NotTo(BeEmpty())
+		g.Expect(e.events(g, "other", metallbiad.ReasonAddressReserved)).NotTo(BeEmpty())
+	})
+	e.delete(other)
+	e.eventually(func(g Gomega) {
+		a := e.getAddress(g, addr)
+		g.Expect(a.Status.Phase).To(Equal(v1alpha1.AddressBound))
+		g.Expect(meta.IsStatusConditionFalse(a.Status.Conditions, v1alpha1.ConditionConflict)).To(BeTrue())
+	})
+}
+
+// 7-6: an address its pool no longer covers, or whose pool is gone, is
+// Lost (and so is its claim); restoring the pool restores both.
+func TestDriver_7_6_LostSetAndCleared(t *testing.T) {
+	e := newDriverEnv(t)
+	pool := e.pool("pool", e.v4(0)+"/28")
+	class := e.metalLBClass("public", pool, v1alpha1.ReclaimRetain)
+	e.createClaim("web", class)
+	ip := e.boundAddresses("web", 1)[0]
+	addr := nameOf(ip)
+	e.placeholderHolds(ip)
+
+	p := newPool(pool, false)
+	e.g.Expect(k8s.Get(e.ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+	setAddresses := func(addresses ...string) {
+		e.update(p, func() { _ = unstructuredSetStrings(p.Object, addresses, "spec", "addresses") })
+	}
+	setAddresses(e.v4(8) + "/29")
+	lost := func(reason string) {
+		e.eventually(func(g Gomega) {
+			a := e.getAddress(g, addr)
+			g.Expect(a.Status.Phase).To(Equal(v1alpha1.AddressLost))
+			held := meta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionHeld)
+			g.Expect(held).NotTo(BeNil())
+			g.Expect(held.Reason).To(Equal(reason))
+			g.Expect(e.getClaim(g, "web").Status.Phase).To(Equal(v1alpha1.ClaimLost))
+		})
+	}
+	restored := func() {
+		e.eventually(func(g Gomega) {
+			a := e.getAddress(g, addr)
+			g.Expect(a.Status.Phase).To(Equal(v1alpha1.AddressBound))
+			g.Expect(meta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionHeld)).To(BeTrue())
+			g.Expect(e.getClaim(g, "web").Status.Phase).To(Equal(v1alpha1.ClaimBound))
+		})
+		e.placeholderHolds(ip)
+	}
+	lost(metallbiad.ReasonNotInPool)
+	setAddresses(e.v4(0) + "/28")
+	restored()
+
+	e.delete(p)
+	lost(metallbiad.ReasonPoolNotFound)
+	e.create(newPool(pool, false, e.v4(0)+"/28"))
+	restored()
+}
+
+func ptrTo[T any](v T) *T { return &v }
