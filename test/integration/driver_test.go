@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -310,3 +311,77 @@ func TestDriver_7_6_LostSetAndCleared(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// 7: a driver restarted at any moment — while provisioning, attaching and
+// detaching — loses no reservation, creates no duplicate, and never lets
+// MetalLB hand an attached address to nobody or to someone else.
+func TestDriver_7_RestartAtAnyPoint(t *testing.T) {
+	e := newEnv(t)
+	needMetalLB(t)
+	t.Cleanup(e.cleanupDriver)
+	t.Cleanup(e.dumpServicesIfFailed)
+	startManager(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/24"), v1alpha1.ReclaimRetain)
+	claim := func(i int) string { return fmt.Sprintf("claim-%02d", i) }
+
+	stop := startDriver(t)
+	const attached, total = 8, 40
+	var watches []*holderWatch
+	for i := range attached {
+		e.createClaim(claim(i), class)
+	}
+	for i := range attached {
+		ip := e.boundAddresses(claim(i), 1)[0]
+		e.placeholderHolds(ip)
+		watches = append(watches, e.watchHolders(ip, driverNamespace+"/"+nameOf(ip), fmt.Sprintf("%s/svc-%02d", e.ns, i)))
+	}
+	stop()
+
+	rng := rand.New(rand.NewPCG(uint64(e.id), 7))
+	for round := range 8 {
+		stop := startDriver(t)
+		switch round {
+		case 0:
+			for i := attached; i < total; i++ {
+				e.createClaim(claim(i), class)
+			}
+		case 2:
+			for i := range attached {
+				e.service(fmt.Sprintf("svc-%02d", i), naming(claim(i)))
+			}
+		case 5:
+			for i := range attached / 2 {
+				svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: fmt.Sprintf("svc-%02d", i)}}
+				e.update(svc, func() { delete(svc.Annotations, v1alpha1.AnnotationIPAddressClaim) })
+			}
+		}
+		time.Sleep(time.Duration(50+rng.IntN(400)) * time.Millisecond)
+		stop()
+	}
+	startDriver(t)
+
+	seen := map[string]string{}
+	for i := range total {
+		ips := e.boundAddresses(claim(i), 1)
+		e.g.Expect(seen).NotTo(HaveKey(ips[0]), "address %s bound twice", ips[0])
+		seen[ips[0]] = claim(i)
+		switch {
+		case i < attached/2 || i >= attached:
+			e.placeholderHolds(ips[0])
+		default:
+			e.heldBy(e.ns, fmt.Sprintf("svc-%02d", i), ips[0])
+		}
+	}
+	var all v1alpha1.IPAddressList
+	e.g.Expect(k8s.List(e.ctx, &all, client.MatchingFields{"spec.className": class})).To(Succeed())
+	e.g.Expect(all.Items).To(HaveLen(total), "one address per claim, no duplicate")
+	for _, a := range all.Items {
+		e.g.Expect(a.Status.Phase).To(Equal(v1alpha1.AddressBound), "address %s", a.Name)
+	}
+	for i := range attached / 2 {
+		e.heldBy(e.ns, fmt.Sprintf("svc-%02d", i))
+	}
+	for _, w := range watches {
+		w.check(t)
+	}
+}

@@ -1,0 +1,84 @@
+package metallb
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+func class(name, params string, age time.Duration) v1alpha1.IPAddressClass {
+	c := v1alpha1.IPAddressClass{
+		ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Time{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).Add(-age)}},
+		Spec:       v1alpha1.IPAddressClassSpec{Provisioner: Provisioner},
+	}
+	if params != "" {
+		c.Spec.Parameters = &runtime.RawExtension{Raw: []byte(params)}
+	}
+	return c
+}
+
+func pool(spec map[string]any) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+}
+
+func TestResolve(t *testing.T) {
+	good := pool(map[string]any{"addresses": []any{"203.0.113.0/24", "2001:db8::1-2001:db8::ff"}, "autoAssign": false})
+	older := class("older", `{"pool":"shared"}`, time.Hour)
+	tests := []struct {
+		name    string
+		class   v1alpha1.IPAddressClass
+		pool    *unstructured.Unstructured
+		refusal string
+	}{
+		{"accepted", class("public", `{"pool":"public"}`, 0), good, ""},
+		{"no parameters", class("public", "", 0), good, "spec.parameters.pool is required"},
+		{"no pool parameter", class("public", `{}`, 0), good, "spec.parameters.pool is required"},
+		{"unknown parameter", class("public", `{"pool":"public","pools":"x"}`, 0), good, `spec.parameters: json: unknown field "pools"`},
+		{"missing pool", class("public", `{"pool":"public"}`, 0), nil, "IPAddressPool metallb-system/public not found"},
+		{"autoAssign unset", class("public", `{"pool":"public"}`, 0), pool(map[string]any{"addresses": []any{"203.0.113.0/24"}}),
+			"IPAddressPool metallb-system/public must set spec.autoAssign: false, or MetalLB hands its addresses to any Service"},
+		{"autoAssign true", class("public", `{"pool":"public"}`, 0), pool(map[string]any{"addresses": []any{"203.0.113.0/24"}, "autoAssign": true}),
+			"IPAddressPool metallb-system/public must set spec.autoAssign: false, or MetalLB hands its addresses to any Service"},
+		{"invalid range", class("public", `{"pool":"public"}`, 0), pool(map[string]any{"addresses": []any{"203.0.113.0/24", "nonsense"}, "autoAssign": false}),
+			`IPAddressPool metallb-system/public: spec.addresses[1] "nonsense": `},
+		{"named by an older class", class("newer", `{"pool":"shared"}`, 0), good, "IPAddressPool metallb-system/shared is already named by IPAddressClass older"},
+		{"the older class keeps its pool", older, good, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Resolve(&tc.class, []v1alpha1.IPAddressClass{older, tc.class}, tc.pool, "metallb-system")
+			if got := c.Refusal; !strings.HasPrefix(got, tc.refusal) || (tc.refusal == "") != (got == "") {
+				t.Errorf("refusal = %q, want %q", got, tc.refusal)
+			}
+		})
+	}
+}
+
+func TestLostReason(t *testing.T) {
+	c := Resolve(&[]v1alpha1.IPAddressClass{class("public", `{"pool":"public"}`, 0)}[0], nil,
+		pool(map[string]any{"addresses": []any{"203.0.113.0/28"}, "autoAssign": false}), "metallb-system")
+	missing := Resolve(&[]v1alpha1.IPAddressClass{class("public", `{"pool":"public"}`, 0)}[0], nil, nil, "metallb-system")
+	for _, tc := range []struct {
+		c      Class
+		ip     string
+		reason string
+	}{
+		{c, "203.0.113.1", ""},
+		{c, "203.0.113.17", ReasonNotInPool},
+		{missing, "203.0.113.1", ReasonPoolNotFound},
+	} {
+		t.Run(fmt.Sprintf("%s %s", tc.c.Refusal, tc.ip), func(t *testing.T) {
+			if got, _ := tc.c.LostReason(netip.MustParseAddr(tc.ip)); got != tc.reason {
+				t.Errorf("LostReason = %q, want %q", got, tc.reason)
+			}
+		})
+	}
+}
