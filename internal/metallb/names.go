@@ -42,7 +42,6 @@ var BackendAnnotations = []string{
 const (
 	ReasonPoolAccepted       = "PoolAccepted"
 	ReasonPoolRefused        = "PoolRefused"
-	ReasonProvisioned        = "Provisioned"
 	ReasonProvisioningFailed = "ProvisioningFailed"
 	ReasonUnauthorizedHolder = "UnauthorizedHolder"
 	ReasonConflictResolved   = "ConflictResolved"

@@ -37,6 +37,7 @@ func TestDriver_7_5_AttachMoveDetachHitless(t *testing.T) {
 	a := e.service("a", naming("web"))
 	e.heldBy(e.ns, "a", ip)
 	e.eventually(func(g Gomega) {
+		g.Expect(e.events(g, "web", metallbiad.ReasonAssociated)).NotTo(BeEmpty(), "the tenant learns from the claim")
 		got := e.getAddress(g, addr)
 		g.Expect(got.Status.AssociatedTo).To(Equal(&v1alpha1.WorkloadReference{Kind: "Service", Namespace: e.ns, Name: "a"}))
 		g.Expect(got.Status.Phase).To(Equal(v1alpha1.AddressBound))
@@ -384,4 +385,25 @@ func TestDriver_7_RestartAtAnyPoint(t *testing.T) {
 	for _, w := range watches {
 		w.check(t)
 	}
+}
+
+// 10, 7-5: a plain LoadBalancer Service naming a MetalLB class is
+// auto-claimed by the core, provisioned and attached by the driver; deleting
+// the Service hands the address back to a placeholder and then, with the
+// auto-claim, deletes it and frees the IP.
+func TestDriver_10_AutoClaimedServiceGetsAnAddress(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), v1alpha1.ReclaimRetain)
+	svc := e.service("plain", map[string]string{v1alpha1.AnnotationIPAddressClass: class})
+	ip := e.boundAddresses("plain", 1)[0]
+	e.heldBy(e.ns, "plain", ip)
+
+	e.delete(svc)
+	e.eventually(func(g Gomega) {
+		e.gone(g, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "plain"}})
+		e.gone(g, &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: nameOf(ip)}})
+		e.gone(g, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: driverNamespace, Name: nameOf(ip)}})
+	})
+	e.service("next", map[string]string{metallbiad.AnnotationLoadBalancerIPs: ip})
+	e.heldBy(e.ns, "next", ip)
 }

@@ -318,6 +318,7 @@ func status(s snapshot, w *corev1.Service, p *plan) {
 		restore(s, st, p)
 	}
 	st.AssociatedTo = associatedTo(s, w)
+	p.events = append(p.events, association(s, a.Status.AssociatedTo, st.AssociatedTo)...)
 	if !equality.Semantic.DeepEqual(a.Status, *st) {
 		p.status = st
 	}
@@ -381,4 +382,20 @@ func associatedTo(s snapshot, w *corev1.Service) *v1alpha1.WorkloadReference {
 		return nil
 	}
 	return s.address.Status.AssociatedTo
+}
+
+// association tells the claim's owner, who cannot read addresses, when an
+// address of the claim is attached to a Service or leaves it.
+func association(s snapshot, before, after *v1alpha1.WorkloadReference) []record {
+	var about client.Object = s.address
+	if s.claim != nil {
+		about = s.claim
+	}
+	switch {
+	case after != nil && (before == nil || *before != *after):
+		return []record{normal(about, metallb.ReasonAssociated, "%s is attached to Service %s", s.ip, after.Name)}
+	case after == nil && before != nil:
+		return []record{normal(about, metallb.ReasonDisassociated, "%s left Service %s and stays reserved", s.ip, before.Name)}
+	}
+	return nil
 }
