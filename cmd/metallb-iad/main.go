@@ -31,7 +31,7 @@ func run() error {
 	fs.IntVar(&opts.ProvisionWorkers, "provision-workers", defaults.ProvisionWorkers, "Concurrent IPAddressClaim reconciles that provision addresses.")
 	fs.IntVar(&opts.HoldWorkers, "hold-workers", defaults.HoldWorkers, "Concurrent IPAddress reconciles that hold, attach and detach addresses.")
 	fs.DurationVar(&opts.CapacityInterval, "capacity-interval", defaults.CapacityInterval,
-		"Least time between two writes of a class's status.capacity; the metrics are always current.")
+		"Least time between two counts of a class's pool (status.capacity and the gauges); readiness changes are written at once.")
 	daemon.Usage(fs, os.Args[0], "metallb-iad: the driver of IPAddressClasses whose provisioner is metallb.drivers.local.sdn.cozystack.io.\n"+
 		"It allocates addresses from MetalLB IPAddressPools, holds them in MetalLB's books, and pins them to the Services that name their claims.")
 	flag.Parse()

@@ -40,7 +40,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		MetalLBNamespace: "metallb-system", Namespace: "metallb-iad-system",
-		ProvisionWorkers: 4, HoldWorkers: 8, CapacityInterval: 10 * time.Second,
+		ProvisionWorkers: 4, HoldWorkers: 16, CapacityInterval: 10 * time.Second,
 	}
 }
 

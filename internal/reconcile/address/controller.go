@@ -20,6 +20,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/index"
+	"github.com/cozystack/address-controller/internal/lastwrite"
 	"github.com/cozystack/address-controller/internal/recorder"
 )
 
@@ -42,13 +43,20 @@ type Reconciler struct {
 	Recorder  *recorder.Recorder
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+
+	versions *lastwrite.Versions
 }
+
+// cacheLagRetry is the safety net of a pass that found the cache behind its
+// own last write; the informer's event normally comes first.
+const cacheLagRetry = 100 * time.Millisecond
 
 // SetupWithManager registers the address controller.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	if r.Now == nil {
 		r.Now = time.Now
 	}
+	r.versions = lastwrite.New()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("ipaddress").
 		For(&v1alpha1.IPAddress{}).
@@ -86,6 +94,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	var a v1alpha1.IPAddress
 	if err := r.Client.Get(ctx, req.NamespacedName, &a); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.versions.Stale(req.NamespacedName, a.ResourceVersion) {
+		return reconcile.Result{RequeueAfter: cacheLagRetry}, nil
 	}
 	s := snapshot{address: &a, now: r.Now()}
 	if ref := a.Spec.ClaimRef; ref != nil {
@@ -150,6 +161,7 @@ func (r *Reconciler) cacheIsBehind(ctx context.Context, a *v1alpha1.IPAddress, c
 }
 
 func (r *Reconciler) execute(ctx context.Context, a *v1alpha1.IPAddress, p plan) error {
+	key := client.ObjectKeyFromObject(a)
 	if p.addFinalizer || p.removeFinalizer {
 		base := a.DeepCopy()
 		if p.addFinalizer {
@@ -160,18 +172,21 @@ func (r *Reconciler) execute(ctx context.Context, a *v1alpha1.IPAddress, p plan)
 		if err := r.Client.Patch(ctx, a, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
 			return fmt.Errorf("updating the protection finalizer: %w", err)
 		}
+		r.versions.Wrote(key, a.ResourceVersion)
 	}
 	if p.status != nil {
 		a.Status = *p.status
 		if err := r.Client.Status().Update(ctx, a); err != nil {
 			return fmt.Errorf("writing the phase: %w", err)
 		}
+		r.versions.Wrote(key, a.ResourceVersion)
 	}
 	if p.clearClaimRef {
 		a.Spec.ClaimRef = nil
 		if err := r.Client.Update(ctx, a); err != nil {
 			return fmt.Errorf("clearing the claimRef: %w", err)
 		}
+		r.versions.Wrote(key, a.ResourceVersion)
 	}
 	if p.remove {
 		err := r.Client.Delete(ctx, a, client.Preconditions{UID: &a.UID, ResourceVersion: &a.ResourceVersion})

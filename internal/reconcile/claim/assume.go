@@ -1,18 +1,14 @@
 package claim
 
 import (
-	"strconv"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/lastwrite"
 )
 
-// assumeTTL bounds how long a written version is remembered: far longer than
-// an informer takes to deliver it.
-const assumeTTL = 2 * time.Minute
 
 // assumeCache remembers the addresses this binder wrote until the informer
 // delivers them, so that a pass reading a stale cache never binds a claim
@@ -77,7 +73,7 @@ func (c *assumeCache) reserveSmallest(list []v1alpha1.IPAddress, free func(*v1al
 			busy = true
 			continue
 		}
-		if w, ok := c.written[a.Name]; ok && newer(w.addr.ResourceVersion, a.ResourceVersion) {
+		if w, ok := c.written[a.Name]; ok && lastwrite.Newer(w.addr.ResourceVersion, a.ResourceVersion) {
 			a = w.addr
 		}
 		if free(a) {
@@ -119,7 +115,7 @@ func (c *assumeCache) overlay(list []v1alpha1.IPAddress, keep func(*v1alpha1.IPA
 		a := &list[i]
 		seen[a.Name] = true
 		if w, ok := c.written[a.Name]; ok {
-			if newer(w.addr.ResourceVersion, a.ResourceVersion) && now.Sub(w.at) < assumeTTL {
+			if lastwrite.Newer(w.addr.ResourceVersion, a.ResourceVersion) && now.Sub(w.at) < lastwrite.TTL {
 				a = w.addr
 			} else {
 				delete(c.written, a.Name)
@@ -130,7 +126,7 @@ func (c *assumeCache) overlay(list []v1alpha1.IPAddress, keep func(*v1alpha1.IPA
 		}
 	}
 	for name, w := range c.written {
-		if now.Sub(w.at) >= assumeTTL {
+		if now.Sub(w.at) >= lastwrite.TTL {
 			delete(c.written, name)
 			continue
 		}
@@ -139,53 +135,4 @@ func (c *assumeCache) overlay(list []v1alpha1.IPAddress, keep func(*v1alpha1.IPA
 		}
 	}
 	return out
-}
-
-// newer reports whether resource version a is newer than b. Versions are
-// opaque to clients in general but etcd's are increasing integers; anything
-// else counts as caught up.
-func newer(a, b string) bool {
-	x, errA := strconv.ParseUint(a, 10, 64)
-	y, errB := strconv.ParseUint(b, 10, 64)
-	return errA == nil && errB == nil && x > y
-}
-
-// claimVersions remembers the resource version of this binder's last write
-// to each claim until the informer delivers it: a pass on an older copy
-// would only write on a stale version and be refused with a conflict.
-type claimVersions struct {
-	mu      sync.Mutex
-	written map[types.NamespacedName]assumedVersion
-}
-
-type assumedVersion struct {
-	rv string
-	at time.Time
-}
-
-func newClaimVersions() *claimVersions {
-	return &claimVersions{written: map[types.NamespacedName]assumedVersion{}}
-}
-
-// wrote records the version a write returned.
-func (v *claimVersions) wrote(key types.NamespacedName, rv string) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.written[key] = assumedVersion{rv: rv, at: time.Now()}
-}
-
-// stale reports whether the cached copy predates this binder's last write;
-// a copy that caught up ends the memory of it.
-func (v *claimVersions) stale(key types.NamespacedName, cachedRV string) bool {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	w, ok := v.written[key]
-	if !ok {
-		return false
-	}
-	if newer(w.rv, cachedRV) && time.Since(w.at) < assumeTTL {
-		return true
-	}
-	delete(v.written, key)
-	return false
 }

@@ -54,6 +54,7 @@ import (
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/binding"
 	"github.com/cozystack/address-controller/internal/index"
+	"github.com/cozystack/address-controller/internal/lastwrite"
 	"github.com/cozystack/address-controller/internal/metrics"
 	"github.com/cozystack/address-controller/internal/recorder"
 )
@@ -73,14 +74,14 @@ type Reconciler struct {
 	Now func() time.Time
 
 	assumed  *assumeCache
-	versions *claimVersions
+	versions *lastwrite.Versions
 	wake     chan event.TypedGenericEvent[*v1alpha1.IPAddressClaim]
 }
 
 // SetupWithManager registers the claim controller and its matcher.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	r.assumed = newAssumeCache()
-	r.versions = newClaimVersions()
+	r.versions = lastwrite.New()
 	r.wake = make(chan event.TypedGenericEvent[*v1alpha1.IPAddressClaim], 1024)
 	if r.Now == nil {
 		r.Now = time.Now
@@ -168,7 +169,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.versions.stale(req.NamespacedName, claim.ResourceVersion) {
+	if r.versions.Stale(req.NamespacedName, claim.ResourceVersion) {
 		// The cache has yet to deliver this binder's own last write.
 		return reconcile.Result{RequeueAfter: conflictRetry}, nil
 	}
@@ -302,7 +303,7 @@ func (r *Reconciler) execute(ctx context.Context, claim *v1alpha1.IPAddressClaim
 		if err := r.Client.Patch(ctx, claim, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 			return fmt.Errorf("protecting and stamping the claim: %w", err)
 		}
-		r.versions.wrote(client.ObjectKeyFromObject(claim), claim.ResourceVersion)
+		r.versions.Wrote(client.ObjectKeyFromObject(claim), claim.ResourceVersion)
 	}
 	for _, a := range p.bind {
 		if err := r.bind(ctx, a); err != nil {
@@ -327,7 +328,7 @@ func (r *Reconciler) execute(ctx context.Context, claim *v1alpha1.IPAddressClaim
 		if err := r.Client.Status().Update(ctx, updated); err != nil {
 			return fmt.Errorf("writing the claim status: %w", err)
 		}
-		r.versions.wrote(client.ObjectKeyFromObject(updated), updated.ResourceVersion)
+		r.versions.Wrote(client.ObjectKeyFromObject(updated), updated.ResourceVersion)
 		if p.boundNow {
 			metrics.ObserveTimeToBound(updated.Status.ClassName, r.Now().Sub(claim.CreationTimestamp.Time))
 		}

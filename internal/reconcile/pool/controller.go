@@ -8,7 +8,9 @@ package pool
 // event on the class. Capacity changes with every provisioned address, so
 // a capacity-only change is written at most once per Interval: a burst of
 // a thousand claims costs a handful of class writes, not a thousand. The
-// gauges are set on every pass.
+// pool is counted — and the gauges set — at most once per Interval too: a
+// count lists every address and Service, and a burst of address events
+// must not turn into a burst of lists.
 
 import (
 	"context"
@@ -25,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/allocator"
 	"github.com/cozystack/address-controller/internal/metallb"
 	"github.com/cozystack/address-controller/internal/recorder"
 )
@@ -48,11 +51,40 @@ type Reconciler struct {
 
 	mu      sync.Mutex
 	written map[string]time.Time
+	counted map[string]counted
+}
+
+type counted struct {
+	counts map[v1alpha1.IPFamily]allocator.Capacity
+	pool   string
+	at     time.Time
+}
+
+// count counts the class's pool at most once per Interval, or when it
+// names another pool; the gauges follow each count.
+func (r *Reconciler) count(ctx context.Context, c metallb.Class, now time.Time) (map[v1alpha1.IPFamily]allocator.Capacity, error) {
+	r.mu.Lock()
+	last, ok := r.counted[c.Name]
+	r.mu.Unlock()
+	if ok && last.pool == c.PoolName && now.Sub(last.at) < r.Interval {
+		return last.counts, nil
+	}
+	used, err := r.Books.Used(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	n := counts(c, used)
+	setMetrics(c, n)
+	r.mu.Lock()
+	r.counted[c.Name] = counted{counts: n, pool: c.PoolName, at: now}
+	r.mu.Unlock()
+	return n, nil
 }
 
 // SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.written = map[string]time.Time{}
+	r.counted = map[string]counted{}
 	if r.Now == nil {
 		r.Now = time.Now
 	}
@@ -92,15 +124,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if class == nil || class.Spec.Provisioner != metallb.Provisioner {
 		deleteMetrics(req.Name)
+		r.mu.Lock()
+		delete(r.counted, req.Name)
+		delete(r.written, req.Name)
+		r.mu.Unlock()
 		return reconcile.Result{}, nil
 	}
-	used, err := r.Books.Used(ctx, c)
+	now := r.Now()
+	n, err := r.count(ctx, c, now)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	n := counts(c, used)
-	setMetrics(c, n)
-	now := r.Now()
 	p := decide(class, c, n, now)
 	if !p.readyChanged && !p.capacityChanged {
 		return reconcile.Result{RequeueAfter: r.Interval}, nil

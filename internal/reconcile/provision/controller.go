@@ -11,24 +11,32 @@ package provision
 // Double allocation is impossible by construction: an address's name is
 // derived from its IP, so a second create of one IP fails with
 // AlreadyExists. Double provisioning for one claim is prevented by
-// remembering every address this reconciler created until the cache shows
-// it (inflight), and by letting the core bind Available addresses of the
-// class before allocating anything new. A restart loses the memory but not
-// the cache, which is synced before the first pass.
+// remembering every address this reconciler created for a while (inflight,
+// far longer than the cache takes to show it), and by letting the core bind
+// Available addresses of the class before allocating anything new. A
+// restart loses the memory but not the cache, which is synced before the
+// first pass.
+//
+// The taken addresses of a class are listed from the cache at most once per
+// usedTTL and completed with inflight, so a burst of claims costs a few
+// lists, not one per claim.
 
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -48,9 +56,12 @@ import (
 // +kubebuilder:rbac:groups=metallb.io,resources=ipaddresspools,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// inflightTTL bounds how long a created address counts as the claim's
-// before the cache shows it; past it, the cache is trusted again.
+// inflightTTL is how long a created address is remembered as the claim's
+// and as taken: far longer than the cache takes to show it, and than usedTTL.
 const inflightTTL = time.Minute
+
+// usedTTL is how long a list of a class's taken addresses is reused.
+const usedTTL = 500 * time.Millisecond
 
 // Reconciler provisions addresses for the driver's claims.
 type Reconciler struct {
@@ -62,6 +73,12 @@ type Reconciler struct {
 	// pick the same free address; the creates run outside it.
 	mu       sync.Mutex
 	inflight map[string]inflight
+	used     map[string]usedList
+}
+
+type usedList struct {
+	ips []netip.Addr
+	at  time.Time
 }
 
 type inflight struct {
@@ -74,6 +91,7 @@ type inflight struct {
 // SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	r.inflight = map[string]inflight{}
+	r.used = map[string]usedList{}
 	stamped := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetAnnotations()[v1alpha1.AnnotationProvisioner] == metallb.Provisioner
 	})
@@ -82,7 +100,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("metallb-iad-provision").
 		For(&v1alpha1.IPAddressClaim{}, builder.WithPredicates(stamped)).
-		Watches(&v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.forAddress)).
+		Watches(&v1alpha1.IPAddress{}, r.addressHandler()).
 		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return r.waiting(ctx, o.GetName())
 		})).
@@ -91,24 +109,41 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Complete(r)
 }
 
-// forAddress wakes the claim an address names and, since an address that
-// goes away or stops being Available may leave a claim of its class
-// unprovisioned, the claims waiting on its class.
-func (r *Reconciler) forAddress(ctx context.Context, o client.Object) []reconcile.Request {
-	a := o.(*v1alpha1.IPAddress)
-	// The cache has the address now: it speaks for itself.
-	r.mu.Lock()
-	delete(r.inflight, a.Name)
-	r.mu.Unlock()
-	var reqs []reconcile.Request
-	if ref := a.Spec.ClaimRef; ref != nil {
-		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}})
+// addressHandler wakes the claim an address names and, when an address
+// stops being Available or goes away — which may leave a claim of its class
+// unprovisioned or make room in its pool — the claims waiting on its class.
+// Only those transitions fan out: a burst of new addresses must not wake
+// every waiting claim once per address.
+func (r *Reconciler) addressHandler() handler.EventHandler {
+	named := func(a *v1alpha1.IPAddress, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if ref := a.Spec.ClaimRef; ref != nil {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}})
+		}
 	}
-	if a.DeletionTimestamp != nil || a.Status.Phase != v1alpha1.AddressAvailable {
-		reqs = append(reqs, index.Requests(ctx, r.Client, &v1alpha1.IPAddressClaimList{},
-			client.MatchingFields{index.ClaimWaiting: index.WaitingKey(a.Spec.ClassName, binding.Family(a))})...)
+	waiting := func(ctx context.Context, a *v1alpha1.IPAddress, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range index.Requests(ctx, r.Client, &v1alpha1.IPAddressClaimList{},
+			client.MatchingFields{index.ClaimWaiting: index.WaitingKey(a.Spec.ClassName, binding.Family(a))}) {
+			q.Add(req)
+		}
 	}
-	return reqs
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			named(e.Object.(*v1alpha1.IPAddress), q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			old, a := e.ObjectOld.(*v1alpha1.IPAddress), e.ObjectNew.(*v1alpha1.IPAddress)
+			named(a, q)
+			if old.Status.Phase == v1alpha1.AddressAvailable && a.Status.Phase != v1alpha1.AddressAvailable {
+				waiting(ctx, a, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if a, ok := e.Object.(*v1alpha1.IPAddress); ok {
+				named(a, q)
+				waiting(ctx, a, q)
+			}
+		},
+	}
 }
 
 func (r *Reconciler) forPool(ctx context.Context, o client.Object) []reconcile.Request {
@@ -209,12 +244,18 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) error {
 		}
 		s.available[f] = len(avail.Items) > 0
 	}
-	used, err := r.Books.Used(ctx, s.class)
-	if err != nil {
-		return err
-	}
-	key := client.ObjectKeyFromObject(s.claim)
 	now := time.Now()
+	list := r.used[s.class.Name]
+	if now.Sub(list.at) > usedTTL {
+		ips, err := r.Books.Used(ctx, s.class)
+		if err != nil {
+			return err
+		}
+		list = usedList{ips: ips, at: now}
+		r.used[s.class.Name] = list
+	}
+	used := slices.Clone(list.ips)
+	key := client.ObjectKeyFromObject(s.claim)
 	for name, e := range r.inflight {
 		if now.Sub(e.at) > inflightTTL {
 			delete(r.inflight, name)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/allocator"
+	"github.com/cozystack/address-controller/internal/binding"
 	"github.com/cozystack/address-controller/internal/metallb"
 )
 
@@ -44,10 +45,12 @@ func className(c *v1alpha1.IPAddressClaim) string {
 }
 
 // serves reports whether the claim is the driver's to provision for: stamped
-// with its provisioner (§7.1), live, and asking for no specific address.
+// with its provisioner (§7.1), live, asking for no specific address, and
+// not reporting an address of every family it asks for already.
 func serves(c *v1alpha1.IPAddressClaim) bool {
 	return c.Annotations[v1alpha1.AnnotationProvisioner] == metallb.Provisioner &&
-		c.DeletionTimestamp == nil && c.Spec.AddressName == "" && className(c) != ""
+		c.DeletionTimestamp == nil && c.Spec.AddressName == "" && className(c) != "" &&
+		len(binding.UnreportedFamilies(c)) > 0
 }
 
 // decide allocates one address per family the claim misses (§7.2).

@@ -62,6 +62,10 @@ func TestDecide(t *testing.T) {
 			claim: claim(v1alpha1.IPv4, func(c *v1alpha1.IPAddressClaim) { c.Spec.ClassName = "" }), class: public},
 		{name: "7-1 a claim naming a specific address is the core's to match",
 			claim: claim(v1alpha1.IPv4, func(c *v1alpha1.IPAddressClaim) { c.Spec.AddressName = "ip-203-0-113-3" }), class: public},
+		{name: "7-1 a claim reporting an address of every family is not served",
+			claim: claim(v1alpha1.IPv4, func(c *v1alpha1.IPAddressClaim) {
+				c.Status.Addresses = []v1alpha1.ClaimedAddress{{Name: "ip-203-0-113-3", Address: "203.0.113.3"}}
+			}), class: public},
 		{name: "7-1 a claim being deleted is not served",
 			claim: claim(v1alpha1.IPv4, func(c *v1alpha1.IPAddressClaim) { c.DeletionTimestamp = &metav1.Time{} }), class: public},
 		{name: "7-2 the smallest free address of the pool, pre-bound with the claim's UID",
