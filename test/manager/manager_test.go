@@ -136,17 +136,20 @@ func TestManagerBinary(t *testing.T) {
 }
 
 // buildManager builds cmd/manager into dir: the test runs what ships.
-func buildManager(t *testing.T, dir string) string {
+func buildManager(t *testing.T, dir string) string { return build(t, dir, "manager") }
+
+// build builds cmd/<name> into dir.
+func build(t *testing.T, dir, name string) string {
 	t.Helper()
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "manager")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/manager")
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building cmd/manager: %v\n%s", err, out)
+		t.Fatalf("building cmd/%s: %v\n%s", name, err, out)
 	}
 	return bin
 }

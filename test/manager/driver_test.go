@@ -1,0 +1,157 @@
+package manager
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/test/controlplane"
+	"github.com/cozystack/address-controller/test/metallb"
+	"github.com/cozystack/address-controller/test/proc"
+)
+
+// TestDriverBinary runs bin/manager and bin/metallb-iad as an operator
+// would, each as its own user bound to nothing but the ClusterRole
+// generated from its code's markers, with MetalLB's controller: what the
+// markers miss, this test misses too.
+func TestDriverBinary(t *testing.T) {
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(60 * time.Second)
+	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	bin, err := controlplane.BinDir()
+	if err == nil {
+		_, err = os.Stat(filepath.Join(bin, metallb.Binary))
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no control plane or MetalLB binaries: %v", err)
+		}
+		t.Skipf("no control plane or MetalLB binaries: %v", err)
+	}
+	root, err := controlplane.RepoRoot()
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cp, err := controlplane.Start(ctx, controlplane.Options{CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd"), metallb.CRDDir(bin)}})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = cp.Stop() })
+	scheme := apiruntime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	k8s, err := client.New(cp.Config, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	dir := t.TempDir()
+
+	var mlbOut bytes.Buffer
+	mlb, err := metallb.Run(ctx, cp, bin, dir, &mlbOut)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "metallb-iad-system"}})).To(Succeed())
+
+	run := func(name, role string, args ...string) {
+		t.Helper()
+		kubeconfig := asUser(ctx, t, cp, k8s, dir, name, filepath.Join(root, "config", "rbac", role))
+		var out bytes.Buffer
+		p, err := proc.Start(name, build(t, dir, name), append([]string{"--kubeconfig=" + kubeconfig, "--leader-election-namespace=" + leaseNamespace}, args...), &out)
+		g.Expect(err).NotTo(HaveOccurred())
+		t.Cleanup(func() {
+			_ = p.Stop(10 * time.Second)
+			if t.Failed() {
+				t.Logf("%s output:\n%s", name, out.String())
+			}
+		})
+	}
+	t.Cleanup(func() {
+		_ = mlb.Stop(5 * time.Second)
+		if t.Failed() {
+			t.Logf("metallb-controller output:\n%s", mlbOut.String())
+		}
+	})
+	run("manager", "role.yaml", "--metrics-bind-address=0", "--health-probe-bind-address="+freeAddr(t))
+	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
+	run("metallb-iad", filepath.Join("metallb-iad", "role.yaml"), "--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr)
+	By := func(s string) { t.Log(s) }
+
+	By("the driver elects itself leader and answers its probes")
+	g.Eventually(func(g Gomega) {
+		var lease coordinationv1.Lease
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: leaseNamespace, Name: "metallb-iad.local.sdn.cozystack.io"}, &lease)).To(Succeed())
+		g.Expect(lease.Spec.HolderIdentity).NotTo(BeNil())
+	}).Should(Succeed())
+	g.Eventually(func() int { return get(t, "http://"+probeAddr+"/readyz", "") }).Should(Equal(http.StatusOK))
+
+	By("it provisions a claim of its class from the pool and holds the address")
+	g.Expect(k8s.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
+		"metadata": map[string]any{"namespace": metallb.Namespace, "name": "reserved"},
+		"spec":     map[string]any{"addresses": []any{"198.51.100.0/30"}, "autoAssign": false},
+	}})).To(Succeed())
+	g.Expect(k8s.Create(ctx, &v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: "reserved"},
+		Spec: v1alpha1.IPAddressClassSpec{Provisioner: "metallb.drivers.local.sdn.cozystack.io",
+			Parameters: &apiruntime.RawExtension{Raw: []byte(`{"pool":"reserved"}`)}}})).To(Succeed())
+	g.Expect(k8s.Create(ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: v1alpha1.IPAddressClaimSpec{ClassName: "reserved", Family: v1alpha1.IPv4}})).To(Succeed())
+	ingress := func(ns, name string) func(g Gomega) []corev1.LoadBalancerIngress {
+		return func(g Gomega) []corev1.LoadBalancerIngress {
+			var svc corev1.Service
+			g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &svc)).To(Succeed())
+			return svc.Status.LoadBalancer.Ingress
+		}
+	}
+	g.Eventually(ingress("metallb-iad-system", "ip-198-51-100-0")).Should(ConsistOf(HaveField("IP", "198.51.100.0")))
+
+	By("a Service naming the claim gets its address")
+	g.Expect(k8s.Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web", Annotations: map[string]string{v1alpha1.AnnotationIPAddressClaim: "web"}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}},
+	})).To(Succeed())
+	g.Eventually(ingress("default", "web")).Should(ConsistOf(HaveField("IP", "198.51.100.0")))
+
+	By("an authorized scraper reads the class's capacity")
+	scraper := token(ctx, t, kubernetes.NewForConfigOrDie(cp.Config), k8s, "prometheus", true)
+	g.Eventually(func(g Gomega) {
+		body := scrape(g, "https://"+metricsAddr+"/metrics", scraper)
+		g.Expect(body).To(ContainSubstring(`metallb_iad_class_addresses{class="reserved",family="IPv4",pool="reserved",state="allocated"} 1`))
+		g.Expect(body).To(ContainSubstring(`metallb_iad_class_addresses{class="reserved",family="IPv4",pool="reserved",state="total"} 4`))
+		g.Expect(body).To(ContainSubstring(`metallb_iad_class_ready{class="reserved"} 1`))
+	}).Should(Succeed())
+}
+
+// asUser provisions a user named name, binds it to the ClusterRole in
+// roleFile and nothing else, and writes a kubeconfig for it.
+func asUser(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, k8s client.Client, dir, name, roleFile string) string {
+	t.Helper()
+	g := NewWithT(t)
+	raw, err := os.ReadFile(roleFile)
+	g.Expect(err).NotTo(HaveOccurred())
+	var role rbacv1.ClusterRole
+	g.Expect(yaml.Unmarshal(raw, &role)).To(Succeed())
+	g.Expect(k8s.Create(ctx, &role)).To(Succeed())
+	g.Expect(k8s.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: name}}})).To(Succeed())
+	_, kubeconfig, err := cp.AddUser(name, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	path := filepath.Join(dir, fmt.Sprintf("%s.kubeconfig", name))
+	g.Expect(os.WriteFile(path, kubeconfig, 0o600)).To(Succeed())
+	return path
+}
