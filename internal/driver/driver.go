@@ -73,13 +73,14 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	}
 	rec := recorder.New(mgr.GetEventRecorder(EventSource))
 	books := metallb.Books{Reader: mgr.GetClient(), Namespace: opts.MetalLBNamespace}
-	if err := (&pool.Reconciler{Client: mgr.GetClient(), Books: books, Recorder: rec, Interval: opts.CapacityInterval}).SetupWithManager(mgr); err != nil {
+	classes := &metallb.Classes{Books: books}
+	if err := (&pool.Reconciler{Client: mgr.GetClient(), Books: books, Classes: classes, Recorder: rec, Interval: opts.CapacityInterval}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&provision.Reconciler{Client: mgr.GetClient(), Books: books, Recorder: rec}).SetupWithManager(mgr, opts.ProvisionWorkers); err != nil {
+	if err := (&provision.Reconciler{Client: mgr.GetClient(), Books: books, Classes: classes, Recorder: rec}).SetupWithManager(mgr, opts.ProvisionWorkers); err != nil {
 		return err
 	}
-	return (&hold.Reconciler{Client: mgr.GetClient(), Books: books, Recorder: rec, Namespace: opts.Namespace}).SetupWithManager(mgr, opts.HoldWorkers)
+	return (&hold.Reconciler{Client: mgr.GetClient(), Books: books, Classes: classes, Recorder: rec, Namespace: opts.Namespace}).SetupWithManager(mgr, opts.HoldWorkers)
 }
 
 // The secure metrics endpoint authenticates and authorizes scrapes.

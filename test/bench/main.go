@@ -719,10 +719,3 @@ func cpuModel() string {
 	}
 	return ""
 }
-
-func rel(root, path string) string {
-	if r, err := filepath.Rel(root, path); err == nil {
-		return r
-	}
-	return path
-}

@@ -4,11 +4,9 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/lastwrite"
 )
-
 
 // assumeCache remembers the addresses this binder wrote until the informer
 // delivers them, so that a pass reading a stale cache never binds a claim

@@ -35,10 +35,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -63,6 +66,7 @@ const conflictRetry = 50 * time.Millisecond
 type Reconciler struct {
 	Client   client.Client
 	Books    metallb.Books
+	Classes  *metallb.Classes
 	Recorder *recorder.Recorder
 	// Namespace is where placeholders live.
 	Namespace string
@@ -80,8 +84,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Named("metallb-iad-hold").
 		For(&v1alpha1.IPAddress{}).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forService)).
-		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(r.forClaim)).
+		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(r.forClaim), builder.WithPredicates(claimLifecycle)).
 		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			r.Classes.Changed()
 			return r.ofClass(ctx, o.GetName())
 		})).
 		Watches(pool, handler.EnqueueRequestsFromMapFunc(r.forPool)).
@@ -114,6 +119,15 @@ func (r *Reconciler) forService(ctx context.Context, o client.Object) []reconcil
 	return reqs
 }
 
+// claimLifecycle passes the claim events that change which workload may
+// hold its addresses: creation, deletion, and the start of deletion — not
+// the core's status writes.
+var claimLifecycle = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
+	},
+}
+
 func (r *Reconciler) forClaim(ctx context.Context, o client.Object) []reconcile.Request {
 	return index.Requests(ctx, r.Client, &v1alpha1.IPAddressList{},
 		client.MatchingFields{index.AddressClaim: index.ClaimKey(o.GetNamespace(), o.GetName())})
@@ -124,6 +138,7 @@ func (r *Reconciler) ofClass(ctx context.Context, class string) []reconcile.Requ
 }
 
 func (r *Reconciler) forPool(ctx context.Context, o client.Object) []reconcile.Request {
+	r.Classes.Changed()
 	classes, err := r.Books.ClassesNamingPool(ctx, o.GetName())
 	if err != nil || o.GetNamespace() != r.Books.Namespace {
 		return nil
@@ -159,7 +174,7 @@ func (r *Reconciler) gather(ctx context.Context, a *v1alpha1.IPAddress) (s snaps
 	if perr != nil {
 		return s, false, nil
 	}
-	class, obj, err := r.Books.Class(ctx, a.Spec.ClassName)
+	class, obj, err := r.Classes.Class(ctx, a.Spec.ClassName)
 	if err != nil {
 		return s, false, err
 	}

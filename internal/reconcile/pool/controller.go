@@ -43,6 +43,7 @@ import (
 type Reconciler struct {
 	Client   client.Client
 	Books    metallb.Books
+	Classes  *metallb.Classes
 	Recorder *recorder.Recorder
 	// Interval is the least time between two capacity-only writes of one
 	// class's status; it is also how often capacity is recounted at rest.
@@ -103,6 +104,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 func (r *Reconciler) all(ctx context.Context, _ client.Object) []reconcile.Request {
+	r.Classes.Changed()
 	var classes v1alpha1.IPAddressClassList
 	if err := r.Client.List(ctx, &classes); err != nil {
 		return nil
@@ -118,11 +120,11 @@ func (r *Reconciler) all(ctx context.Context, _ client.Object) []reconcile.Reque
 
 // Reconcile judges one class and writes its status.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	c, class, err := r.Books.Class(ctx, req.Name)
+	c, shared, err := r.Classes.Class(ctx, req.Name)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if class == nil || class.Spec.Provisioner != metallb.Provisioner {
+	if shared == nil || shared.Spec.Provisioner != metallb.Provisioner {
 		deleteMetrics(req.Name)
 		r.mu.Lock()
 		delete(r.counted, req.Name)
@@ -130,6 +132,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.mu.Unlock()
 		return reconcile.Result{}, nil
 	}
+	class := shared.DeepCopy()
 	now := r.Now()
 	n, err := r.count(ctx, c, now)
 	if err != nil {

@@ -24,7 +24,6 @@ package provision
 import (
 	"context"
 	"net/netip"
-	"slices"
 	"sync"
 	"time"
 
@@ -67,13 +66,25 @@ const usedTTL = 500 * time.Millisecond
 type Reconciler struct {
 	Client   client.Client
 	Books    metallb.Books
+	Classes  *metallb.Classes
 	Recorder *recorder.Recorder
 
 	// mu serialises choosing addresses, so that concurrent passes never
 	// pick the same free address; the creates run outside it.
-	mu       sync.Mutex
+	mu sync.Mutex
+	// inflight are the addresses this reconciler created lately, by name;
+	// claims the families it created them for, by claim.
 	inflight map[string]inflight
-	used     map[string]usedList
+	claims   map[types.NamespacedName]map[v1alpha1.IPFamily]time.Time
+	// used is, per class, the taken addresses listed from the cache
+	// (refreshed after usedTTL) plus every address reserved since.
+	used map[string]usedList
+}
+
+type inflight struct {
+	class string
+	ip    netip.Addr
+	at    time.Time
 }
 
 type usedList struct {
@@ -81,16 +92,10 @@ type usedList struct {
 	at  time.Time
 }
 
-type inflight struct {
-	claim  types.NamespacedName
-	family v1alpha1.IPFamily
-	ip     netip.Addr
-	at     time.Time
-}
-
 // SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	r.inflight = map[string]inflight{}
+	r.claims = map[types.NamespacedName]map[v1alpha1.IPFamily]time.Time{}
 	r.used = map[string]usedList{}
 	stamped := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetAnnotations()[v1alpha1.AnnotationProvisioner] == metallb.Provisioner
@@ -102,6 +107,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		For(&v1alpha1.IPAddressClaim{}, builder.WithPredicates(stamped)).
 		Watches(&v1alpha1.IPAddress{}, r.addressHandler()).
 		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			r.Classes.Changed()
 			return r.waiting(ctx, o.GetName())
 		})).
 		Watches(pool, handler.EnqueueRequestsFromMapFunc(r.forPool)).
@@ -147,6 +153,7 @@ func (r *Reconciler) addressHandler() handler.EventHandler {
 }
 
 func (r *Reconciler) forPool(ctx context.Context, o client.Object) []reconcile.Request {
+	r.Classes.Changed()
 	classes, err := r.Books.ClassesNamingPool(ctx, o.GetName())
 	if err != nil || o.GetNamespace() != r.Books.Namespace {
 		return nil
@@ -177,7 +184,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !serves(&claim) {
 		return reconcile.Result{}, nil
 	}
-	class, obj, err := r.Books.Class(ctx, className(&claim))
+	class, obj, err := r.Classes.Class(ctx, className(&claim))
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -206,17 +213,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		switch {
 		case apierrors.IsAlreadyExists(err):
 			// Someone else holds this IP: the cache will show it; until
-			// then the reservation keeps it out of the next choice.
-			r.mu.Lock()
-			e := r.inflight[a.Name]
-			e.claim = types.NamespacedName{}
-			r.inflight[a.Name] = e
-			r.mu.Unlock()
+			// then the reservation keeps it out of the next choice, but it
+			// is not the claim's.
+			r.release(req.NamespacedName, a, false)
 			return reconcile.Result{RequeueAfter: 10 * time.Millisecond}, nil
 		case err != nil:
-			r.mu.Lock()
-			delete(r.inflight, a.Name)
-			r.mu.Unlock()
+			r.release(req.NamespacedName, a, true)
 			return reconcile.Result{}, err
 		}
 	}
@@ -251,30 +253,67 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) error {
 		if err != nil {
 			return err
 		}
+		r.expire(now)
+		for _, e := range r.inflight {
+			if e.class == s.class.Name {
+				ips = append(ips, e.ip)
+			}
+		}
 		list = usedList{ips: ips, at: now}
 		r.used[s.class.Name] = list
 	}
-	used := slices.Clone(list.ips)
-	key := client.ObjectKeyFromObject(s.claim)
+	// Capped, so that what decide appends lands in a copy.
+	s.used = list.ips[:len(list.ips):len(list.ips)]
+	for f := range r.claims[client.ObjectKeyFromObject(s.claim)] {
+		s.has[f] = true
+	}
+	return nil
+}
+
+// expire forgets what is older than inflightTTL; the caller holds mu.
+func (r *Reconciler) expire(now time.Time) {
 	for name, e := range r.inflight {
 		if now.Sub(e.at) > inflightTTL {
 			delete(r.inflight, name)
-			continue
-		}
-		used = append(used, e.ip)
-		if e.claim == key {
-			s.has[e.family] = true
 		}
 	}
-	s.used = used
-	return nil
+	for key, fams := range r.claims {
+		for f, at := range fams {
+			if now.Sub(at) > inflightTTL {
+				delete(fams, f)
+			}
+		}
+		if len(fams) == 0 {
+			delete(r.claims, key)
+		}
+	}
 }
 
 // reserve remembers the addresses a pass is about to create; the caller
 // holds mu.
 func (r *Reconciler) reserve(claim types.NamespacedName, addrs []*v1alpha1.IPAddress) {
+	now := time.Now()
 	for _, a := range addrs {
 		ip := netip.MustParseAddr(a.Spec.Address)
-		r.inflight[a.Name] = inflight{claim: claim, family: binding.Family(a), ip: ip, at: time.Now()}
+		r.inflight[a.Name] = inflight{class: a.Spec.ClassName, ip: ip, at: now}
+		if r.claims[claim] == nil {
+			r.claims[claim] = map[v1alpha1.IPFamily]time.Time{}
+		}
+		r.claims[claim][binding.Family(a)] = now
+		if list, ok := r.used[a.Spec.ClassName]; ok {
+			list.ips = append(list.ips, ip)
+			r.used[a.Spec.ClassName] = list
+		}
+	}
+}
+
+// release undoes a reservation whose create failed: the address is not the
+// claim's, and — unless it exists already (taken) — not taken either.
+func (r *Reconciler) release(claim types.NamespacedName, a *v1alpha1.IPAddress, free bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.claims[claim], binding.Family(a))
+	if free {
+		delete(r.inflight, a.Name)
 	}
 }
