@@ -4,6 +4,9 @@ import (
 	"context"
 	"sync"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
 	"github.com/cozystack/address-controller/api/v1alpha1"
 )
 
@@ -59,4 +62,23 @@ func (c *Classes) Class(ctx context.Context, name string) (Class, *v1alpha1.IPAd
 	}
 	c.mu.Unlock()
 	return class, obj, nil
+}
+
+// ForPool is the body of a reconciler's pool watch: it forgets every
+// judgement, then maps the pool to each class of the driver naming it
+// through each.
+func (c *Classes) ForPool(ctx context.Context, pool client.Object, each func(context.Context, string) []reconcile.Request) []reconcile.Request {
+	c.Changed()
+	if pool.GetNamespace() != c.Books.Namespace {
+		return nil
+	}
+	classes, err := c.Books.ClassesNamingPool(ctx, pool.GetName())
+	if err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, class := range classes {
+		reqs = append(reqs, each(ctx, class)...)
+	}
+	return reqs
 }

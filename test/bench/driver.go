@@ -403,20 +403,11 @@ func (b *bench) driverClaims(ctx context.Context, res *driverResults, driver, me
 	defer held.Close()
 
 	say("creating %d claims of class %s with %d workers", n, driverClassName, b.opts.workers)
-	created := make([]time.Time, n)
-	var creates atomic.Int64
-	res.createTime, err = b.createAll(ctx, func(ctx context.Context, i int) error {
-		created[i] = time.Now()
-		creates.Add(1)
-		return b.c.Create(ctx, &v1alpha1.IPAddressClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: driverClaimNamespace, Name: claimName(i)},
-			Spec:       v1alpha1.IPAddressClaimSpec{ClassName: driverClassName, Family: v1alpha1.IPv4},
-		})
-	})
+	created, creates, took, err := b.createClaims(ctx, driverClaimNamespace, driverClassName)
 	if err != nil {
 		return fmt.Errorf("creating driver claims: %w", err)
 	}
-	res.claimCreates = int(creates.Load())
+	res.claimCreates, res.createTime = creates, took
 	say("created %d claims in %s; waiting for them to be Bound and held", n, res.createTime.Round(time.Millisecond))
 	if err := bound.wait(ctx, b.opts.timeout); err != nil {
 		return err

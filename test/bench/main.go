@@ -428,20 +428,11 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 	defer claimsBound.Close()
 
 	say("creating %d claims with %d workers", n, b.opts.workers)
-	created := make([]time.Time, n)
-	var creates atomic.Int64
-	res.createTime, err = b.createAll(ctx, func(ctx context.Context, i int) error {
-		created[i] = time.Now()
-		creates.Add(1)
-		return b.c.Create(ctx, &v1alpha1.IPAddressClaim{
-			ObjectMeta: metav1.ObjectMeta{Namespace: claimNamespace, Name: claimName(i)},
-			Spec:       v1alpha1.IPAddressClaimSpec{ClassName: className, Family: v1alpha1.IPv4},
-		})
-	})
+	var created []time.Time
+	created, res.claimCreates, res.createTime, err = b.createClaims(ctx, claimNamespace, className)
 	if err != nil {
 		return nil, fmt.Errorf("creating claims: %w", err)
 	}
-	res.claimCreates = int(creates.Load())
 	say("created %d claims in %s; waiting for them to be Bound", n, res.createTime.Round(time.Millisecond))
 	if err := claimsBound.wait(ctx, b.opts.timeout); err != nil {
 		return nil, err
@@ -471,6 +462,23 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 	res.apiServerCPU = cpuDelta(before.cpu, after.cpu)
 	res.managerCPU = cpuDelta(managerCPUBefore, processCPU(b.managerPid))
 	return res, nil
+}
+
+// createClaims creates N IPv4 claims of class in namespace with the
+// bench's workers; it returns when each create was sent, how many were,
+// and how long all took.
+func (b *bench) createClaims(ctx context.Context, namespace, class string) (created []time.Time, creates int, took time.Duration, err error) {
+	created = make([]time.Time, b.opts.n)
+	var count atomic.Int64
+	took, err = b.createAll(ctx, func(ctx context.Context, i int) error {
+		created[i] = time.Now()
+		count.Add(1)
+		return b.c.Create(ctx, &v1alpha1.IPAddressClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: claimName(i)},
+			Spec:       v1alpha1.IPAddressClaimSpec{ClassName: class, Family: v1alpha1.IPv4},
+		})
+	})
+	return created, int(count.Load()), took, err
 }
 
 func claimName(i int) string { return fmt.Sprintf("claim-%05d", i) }

@@ -102,6 +102,16 @@ func (e *env) metalLBClass(suffix, pool string, policy v1alpha1.ReclaimPolicy) s
 	return name
 }
 
+// webBound creates a /28 pool, a class of it with policy and a claim "web"
+// of that class, and waits until the claim is Bound; it returns the class
+// and the claim's address.
+func (e *env) webBound(policy v1alpha1.ReclaimPolicy) (class, ip string) {
+	e.t.Helper()
+	class = e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), policy)
+	e.createClaim("web", class)
+	return class, e.boundAddresses("web", 1)[0]
+}
+
 // service creates a LoadBalancer Service in the test's namespace with the
 // given annotations.
 func (e *env) service(name string, annotations map[string]string, mods ...func(*corev1.Service)) *corev1.Service {

@@ -82,9 +82,7 @@ func TestDriver_7_5_AttachMoveDetachHitless(t *testing.T) {
 // warning and no pin.
 func TestDriver_7_5_OneWorkloadPerClaim(t *testing.T) {
 	e := newDriverEnv(t)
-	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), v1alpha1.ReclaimRetain)
-	e.createClaim("web", class)
-	ip := e.boundAddresses("web", 1)[0]
+	_, ip := e.webBound(v1alpha1.ReclaimRetain)
 	e.service("first", naming("web"))
 	e.heldBy(e.ns, "first", ip)
 	e.service("second", naming("web"))
@@ -103,9 +101,7 @@ func TestDriver_7_5_OneWorkloadPerClaim(t *testing.T) {
 // claim of the class binds it before anything new is allocated.
 func TestDriver_6_RetainReleasedHeldThenRecycled(t *testing.T) {
 	e := newDriverEnv(t)
-	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), v1alpha1.ReclaimRetain)
-	e.createClaim("web", class)
-	ip := e.boundAddresses("web", 1)[0]
+	class, ip := e.webBound(v1alpha1.ReclaimRetain)
 	addr := nameOf(ip)
 	e.service("a", naming("web"))
 	e.heldBy(e.ns, "a", ip)
@@ -134,9 +130,7 @@ func TestDriver_6_RetainReleasedHeldThenRecycled(t *testing.T) {
 // anyone again.
 func TestDriver_7_4_DeleteFreesTheAddress(t *testing.T) {
 	e := newDriverEnv(t)
-	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), v1alpha1.ReclaimDelete)
-	e.createClaim("web", class)
-	ip := e.boundAddresses("web", 1)[0]
+	class, ip := e.webBound(v1alpha1.ReclaimDelete)
 	addr := nameOf(ip)
 	a := e.service("a", naming("web"))
 	e.heldBy(e.ns, "a", ip)
@@ -160,9 +154,7 @@ func TestDriver_7_4_DeleteFreesTheAddress(t *testing.T) {
 // the driver holds it.
 func TestDriver_7_6_ThiefNeverGetsAReservedAddress(t *testing.T) {
 	e := newDriverEnv(t)
-	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), v1alpha1.ReclaimRetain)
-	e.createClaim("web", class)
-	ip := e.boundAddresses("web", 1)[0]
+	_, ip := e.webBound(v1alpha1.ReclaimRetain)
 	e.placeholderHolds(ip)
 	e.service("thief", map[string]string{metallbiad.AnnotationLoadBalancerIPs: ip})
 	e.consistently(3*time.Second, func(g Gomega) {
@@ -236,9 +228,7 @@ func TestDriver_7_1_PoolRefused(t *testing.T) {
 // Service lets go.
 func TestDriver_7_6_ConflictSetAndCleared(t *testing.T) {
 	e := newDriverEnv(t)
-	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), v1alpha1.ReclaimRetain)
-	e.createClaim("web", class)
-	ip := e.boundAddresses("web", 1)[0]
+	_, ip := e.webBound(v1alpha1.ReclaimRetain)
 	addr := nameOf(ip)
 	// Another load-balancer implementation hands out the same address.
 	other := e.service("other", nil, func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptrTo("example.com/other") })

@@ -47,14 +47,7 @@ func TestManagerBinary(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
-	cp, err := controlplane.Start(ctx, controlplane.Options{})
-	g.Expect(err).NotTo(HaveOccurred())
-	t.Cleanup(func() { _ = cp.Stop() })
-	scheme := apiruntime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-	k8s, err := client.New(cp.Config, client.Options{Scheme: scheme})
-	g.Expect(err).NotTo(HaveOccurred())
+	cp, k8s := start(ctx, t, nil)
 
 	dir := t.TempDir()
 	kubeconfig := filepath.Join(dir, "kubeconfig")
@@ -133,6 +126,22 @@ func TestManagerBinary(t *testing.T) {
 		g.Expect(body).To(ContainSubstring(`address_controller_auto_claims{class="metrics",phase="Bound"} 1`))
 		g.Expect(body).To(ContainSubstring(`address_controller_auto_claims_created_total{class="metrics"} 1`))
 	}).Should(Succeed())
+}
+
+// start starts a control plane with the CRDs in crdDirs (ours when nil) and
+// returns it with an admin client that knows the API's types.
+func start(ctx context.Context, t *testing.T, crdDirs []string) (*controlplane.ControlPlane, client.Client) {
+	t.Helper()
+	g := NewWithT(t)
+	cp, err := controlplane.Start(ctx, controlplane.Options{CRDDirectoryPaths: crdDirs})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = cp.Stop() })
+	scheme := apiruntime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+	k8s, err := client.New(cp.Config, client.Options{Scheme: scheme})
+	g.Expect(err).NotTo(HaveOccurred())
+	return cp, k8s
 }
 
 // buildManager builds cmd/manager into dir: the test runs what ships.

@@ -138,16 +138,7 @@ func (r *Reconciler) ofClass(ctx context.Context, class string) []reconcile.Requ
 }
 
 func (r *Reconciler) forPool(ctx context.Context, o client.Object) []reconcile.Request {
-	r.Classes.Changed()
-	classes, err := r.Books.ClassesNamingPool(ctx, o.GetName())
-	if err != nil || o.GetNamespace() != r.Books.Namespace {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for _, c := range classes {
-		reqs = append(reqs, r.ofClass(ctx, c)...)
-	}
-	return reqs
+	return r.Classes.ForPool(ctx, o, r.ofClass)
 }
 
 // Reconcile gathers a snapshot, decides, and carries out the plan.

@@ -153,16 +153,7 @@ func (r *Reconciler) addressHandler() handler.EventHandler {
 }
 
 func (r *Reconciler) forPool(ctx context.Context, o client.Object) []reconcile.Request {
-	r.Classes.Changed()
-	classes, err := r.Books.ClassesNamingPool(ctx, o.GetName())
-	if err != nil || o.GetNamespace() != r.Books.Namespace {
-		return nil
-	}
-	var reqs []reconcile.Request
-	for _, c := range classes {
-		reqs = append(reqs, r.waiting(ctx, c)...)
-	}
-	return reqs
+	return r.Classes.ForPool(ctx, o, r.waiting)
 }
 
 // waiting are the claims of class still waiting for an address.
