@@ -1,0 +1,12 @@
+// Package policies owns the admission policies this repository ships and
+// their defaults: today metallb-iad-service-pins, a ValidatingAdmissionPolicy
+// that keeps MetalLB's address-selection fields of tenants' Services to the
+// metallb-iad driver and cluster administrators, with its binding and its
+// params ConfigMap.
+//
+// The YAML files in this directory are the single source of those objects:
+// they are embedded (FS) so that the tests, and whatever installs them, use
+// the very same bytes. The package's tests type-check the policy against the
+// Service schema and evaluate it with Kubernetes' own admission plugin;
+// test/policy enforces it on a real API server.
+package policies

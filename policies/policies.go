@@ -1,0 +1,70 @@
+package policies
+
+import (
+	"embed"
+	"fmt"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// FS holds the policy YAML files, byte for byte.
+//
+//go:embed *.yaml
+var FS embed.FS
+
+// The files of metallb-iad-service-pins in FS.
+const (
+	ServicePinsPolicyFile  = "metallb-iad-service-pins.yaml"
+	ServicePinsBindingFile = "metallb-iad-service-pins-binding.yaml"
+	ServicePinsParamsFile  = "metallb-iad-service-pins-params.yaml"
+)
+
+// Names fixed by the shipped metallb-iad-service-pins objects.
+const (
+	// ServicePinsName names the policy, its binding and its params.
+	ServicePinsName = "metallb-iad-service-pins"
+	// ServicePinsParamsNamespace holds the params ConfigMap.
+	ServicePinsParamsNamespace = "metallb-iad-system"
+	// HostNamespaceLabel selects the namespaces the binding guards.
+	HostNamespaceLabel = "namespace.cozystack.io/host"
+)
+
+// ServicePins is metallb-iad-service-pins as shipped.
+type ServicePins struct {
+	Policy  *admissionregistrationv1.ValidatingAdmissionPolicy
+	Binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	Params  *corev1.ConfigMap
+}
+
+// LoadServicePins decodes the embedded policy, binding and params. Decoding
+// is strict, so a misspelt or misplaced field in the YAML is an error rather
+// than silently dropped.
+func LoadServicePins() (*ServicePins, error) {
+	var s ServicePins
+	s.Policy = &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	s.Binding = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	s.Params = &corev1.ConfigMap{}
+	for file, into := range map[string]any{
+		ServicePinsPolicyFile:  s.Policy,
+		ServicePinsBindingFile: s.Binding,
+		ServicePinsParamsFile:  s.Params,
+	} {
+		if err := decode(file, into); err != nil {
+			return nil, err
+		}
+	}
+	return &s, nil
+}
+
+func decode(file string, into any) error {
+	b, err := FS.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	if err := yaml.UnmarshalStrict(b, into); err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	return nil
+}
