@@ -1,0 +1,79 @@
+package webhook
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+// DefaultClaim defaults a claim being created and returns warnings for what
+// it could not default. An empty spec.family becomes IPv4. An empty
+// spec.className becomes the single default class, so the claim's spec says
+// what it was resolved against; with no default class or several it stays
+// empty and the core's own resolution (§4 step 6, which records the result
+// in status.className) takes over once there is exactly one. A named class
+// that does not exist is kept — it may be created later — with a warning.
+// classes is every IPAddressClass.
+func DefaultClaim(claim *v1alpha1.IPAddressClaim, classes []v1alpha1.IPAddressClass) (warnings []string) {
+	if claim == nil {
+		return nil
+	}
+	if claim.Spec.Family == "" {
+		claim.Spec.Family = v1alpha1.IPv4
+	}
+	if claim.Spec.ClassName == "" {
+		return defaultClassName(claim, classes)
+	}
+	return checkClassName(claim.Spec.ClassName, classes)
+}
+
+// defaultClassName sets the single default class that is not being deleted,
+// the same choice the core makes (a class being deleted takes no new claims).
+func defaultClassName(claim *v1alpha1.IPAddressClaim, classes []v1alpha1.IPAddressClass) []string {
+	defaults := annotatedClasses(classes, v1alpha1.AnnotationDefaultClass, "")
+	switch len(defaults) {
+	case 1:
+		claim.Spec.ClassName = defaults[0]
+		return nil
+	case 0:
+		return []string{fmt.Sprintf(
+			"spec.className is left empty: no IPAddressClass is annotated %s: \"true\"; "+
+				"the claim stays Pending until one is, or until it names a class", v1alpha1.AnnotationDefaultClass)}
+	default:
+		return []string{fmt.Sprintf(
+			"spec.className is left empty: %d IPAddressClasses are annotated %s: \"true\" (%s); "+
+				"the claim stays Pending until exactly one is, or until it names a class",
+			len(defaults), v1alpha1.AnnotationDefaultClass, strings.Join(defaults, ", "))}
+	}
+}
+
+// checkClassName warns about a named class the core would not resolve.
+func checkClassName(name string, classes []v1alpha1.IPAddressClass) []string {
+	for i := range classes {
+		if classes[i].Name != name {
+			continue
+		}
+		if classes[i].DeletionTimestamp != nil {
+			return []string{fmt.Sprintf("IPAddressClass %s is being deleted: the claim stays Pending unless it is recreated", name)}
+		}
+		return nil
+	}
+	return []string{fmt.Sprintf("IPAddressClass %s does not exist (yet): the claim stays Pending until it does", name)}
+}
+
+// annotatedClasses returns the sorted names of the classes annotated
+// key: "true" that are not being deleted, leaving out the class named skip
+// unless skip is empty. Only the exact value "true" counts, as in the core.
+func annotatedClasses(classes []v1alpha1.IPAddressClass, key, skip string) []string {
+	var names []string
+	for i := range classes {
+		c := &classes[i]
+		if c.Annotations[key] == "true" && c.DeletionTimestamp == nil && (skip == "" || c.Name != skip) {
+			names = append(names, c.Name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}

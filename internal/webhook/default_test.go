@@ -1,0 +1,125 @@
+package webhook
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+var deletedAt = metav1.NewTime(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+
+// class builds an IPAddressClass; mods annotate it or mark it deleted.
+func class(name string, mods ...func(*v1alpha1.IPAddressClass)) v1alpha1.IPAddressClass {
+	c := v1alpha1.IPAddressClass{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1alpha1.IPAddressClassSpec{Provisioner: "metallb.drivers.local.sdn.cozystack.io", ReclaimPolicy: v1alpha1.ReclaimRetain},
+	}
+	for _, m := range mods {
+		m(&c)
+	}
+	return c
+}
+
+func annotated(key, value string) func(*v1alpha1.IPAddressClass) {
+	return func(c *v1alpha1.IPAddressClass) {
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[key] = value
+	}
+}
+
+var (
+	isDefault   = annotated(v1alpha1.AnnotationDefaultClass, "true")
+	isAutoClaim = annotated(v1alpha1.AnnotationAutoClaimClass, "true")
+)
+
+func beingDeleted(c *v1alpha1.IPAddressClass) {
+	c.DeletionTimestamp = &deletedAt
+	c.Finalizers = []string{v1alpha1.FinalizerClassProtection}
+}
+
+func TestDefaultClaim(t *testing.T) {
+	const (
+		noDefault = "spec.className is left empty: no IPAddressClass is annotated " +
+			"ipaddressclass.local.sdn.cozystack.io/is-default-class: \"true\"; " +
+			"the claim stays Pending until one is, or until it names a class"
+		twoDefaults = "spec.className is left empty: 2 IPAddressClasses are annotated " +
+			"ipaddressclass.local.sdn.cozystack.io/is-default-class: \"true\" (private, public); " +
+			"the claim stays Pending until exactly one is, or until it names a class"
+	)
+	for _, tc := range []struct {
+		name     string
+		spec     v1alpha1.IPAddressClaimSpec
+		classes  []v1alpha1.IPAddressClass
+		want     v1alpha1.IPAddressClaimSpec
+		warnings []string
+	}{
+		{"an empty family becomes IPv4",
+			v1alpha1.IPAddressClaimSpec{ClassName: "public"}, []v1alpha1.IPAddressClass{class("public")},
+			v1alpha1.IPAddressClaimSpec{ClassName: "public", Family: v1alpha1.IPv4}, nil},
+		{"a family that is set is kept",
+			v1alpha1.IPAddressClaimSpec{ClassName: "public", Family: v1alpha1.Dual}, []v1alpha1.IPAddressClass{class("public")},
+			v1alpha1.IPAddressClaimSpec{ClassName: "public", Family: v1alpha1.Dual}, nil},
+		{"an empty className becomes the single default class",
+			v1alpha1.IPAddressClaimSpec{}, []v1alpha1.IPAddressClass{class("private"), class("public", isDefault)},
+			v1alpha1.IPAddressClaimSpec{ClassName: "public", Family: v1alpha1.IPv4}, nil},
+		{"addressName does not stop the class being defaulted",
+			v1alpha1.IPAddressClaimSpec{Family: v1alpha1.IPv6, AddressName: "ip-2001-db8--7"}, []v1alpha1.IPAddressClass{class("public", isDefault)},
+			v1alpha1.IPAddressClaimSpec{ClassName: "public", Family: v1alpha1.IPv6, AddressName: "ip-2001-db8--7"}, nil},
+		{"a default class being deleted is passed over for the one that is not",
+			v1alpha1.IPAddressClaimSpec{}, []v1alpha1.IPAddressClass{class("old", isDefault, beingDeleted), class("public", isDefault)},
+			v1alpha1.IPAddressClaimSpec{ClassName: "public", Family: v1alpha1.IPv4}, nil},
+		{"with no default class className stays empty, with a warning",
+			v1alpha1.IPAddressClaimSpec{}, []v1alpha1.IPAddressClass{class("public")},
+			v1alpha1.IPAddressClaimSpec{Family: v1alpha1.IPv4}, []string{noDefault}},
+		{"with no class at all className stays empty, with a warning",
+			v1alpha1.IPAddressClaimSpec{}, nil,
+			v1alpha1.IPAddressClaimSpec{Family: v1alpha1.IPv4}, []string{noDefault}},
+		{"a default class being deleted is no default",
+			v1alpha1.IPAddressClaimSpec{}, []v1alpha1.IPAddressClass{class("public", isDefault, beingDeleted)},
+			v1alpha1.IPAddressClaimSpec{Family: v1alpha1.IPv4}, []string{noDefault}},
+		{"an annotation value other than \"true\" makes no default",
+			v1alpha1.IPAddressClaimSpec{}, []v1alpha1.IPAddressClass{class("public", annotated(v1alpha1.AnnotationDefaultClass, "True"))},
+			v1alpha1.IPAddressClaimSpec{Family: v1alpha1.IPv4}, []string{noDefault}},
+		{"the auto-claim annotation makes no default",
+			v1alpha1.IPAddressClaimSpec{}, []v1alpha1.IPAddressClass{class("public", isAutoClaim)},
+			v1alpha1.IPAddressClaimSpec{Family: v1alpha1.IPv4}, []string{noDefault}},
+		{"with two default classes className stays empty, with a warning naming both",
+			v1alpha1.IPAddressClaimSpec{}, []v1alpha1.IPAddressClass{class("public", isDefault), class("private", isDefault)},
+			v1alpha1.IPAddressClaimSpec{Family: v1alpha1.IPv4}, []string{twoDefaults}},
+		{"a named class that exists is kept without a warning",
+			v1alpha1.IPAddressClaimSpec{ClassName: "private"}, []v1alpha1.IPAddressClass{class("private"), class("public", isDefault)},
+			v1alpha1.IPAddressClaimSpec{ClassName: "private", Family: v1alpha1.IPv4}, nil},
+		{"a named class that does not exist is kept, with a warning",
+			v1alpha1.IPAddressClaimSpec{ClassName: "later"}, []v1alpha1.IPAddressClass{class("public", isDefault)},
+			v1alpha1.IPAddressClaimSpec{ClassName: "later", Family: v1alpha1.IPv4},
+			[]string{"IPAddressClass later does not exist (yet): the claim stays Pending until it does"}},
+		{"a named class being deleted is kept, with a warning",
+			v1alpha1.IPAddressClaimSpec{ClassName: "old"}, []v1alpha1.IPAddressClass{class("old", beingDeleted)},
+			v1alpha1.IPAddressClaimSpec{ClassName: "old", Family: v1alpha1.IPv4},
+			[]string{"IPAddressClass old is being deleted: the claim stays Pending unless it is recreated"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			claim := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web"}, Spec: tc.spec}
+			warnings := DefaultClaim(claim, tc.classes)
+			if diff := cmp.Diff(tc.want, claim.Spec); diff != "" {
+				t.Errorf("spec (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.warnings, warnings, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDefaultClaimLeavesANilClaimAlone(t *testing.T) {
+	if w := DefaultClaim(nil, []v1alpha1.IPAddressClass{class("public", isDefault)}); w != nil {
+		t.Errorf("warnings = %q, want none", w)
+	}
+}

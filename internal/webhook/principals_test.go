@@ -1,0 +1,70 @@
+package webhook
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// The four kinds of principal of contract §3, as the API server names them.
+var (
+	core = authenticationv1.UserInfo{Username: "system:serviceaccount:cozy-address-controller:address-controller",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:cozy-address-controller", "system:authenticated"}}
+	driver = authenticationv1.UserInfo{Username: "system:serviceaccount:metallb-iad-system:metallb-iad",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:metallb-iad-system", "system:authenticated"}}
+	admin  = authenticationv1.UserInfo{Username: "kubernetes-admin", Groups: []string{"system:masters", "system:authenticated"}}
+	tenant = authenticationv1.UserInfo{Username: "alice", Groups: []string{"tenant-a-admins", "system:authenticated"}}
+
+	principals = Principals{
+		Core:        []string{core.Username},
+		Drivers:     []string{driver.Username},
+		AdminGroups: []string{"cozystack-cluster-admin"},
+		AdminUsers:  []string{"ops-bot"},
+	}
+)
+
+// checkErrors compares field errors exactly: type, path, value and detail.
+func checkErrors(t *testing.T, got, want field.ErrorList) {
+	t.Helper()
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("field errors (-want +got):\n%s", diff)
+	}
+}
+
+func TestPrincipals(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		p                   Principals
+		u                   authenticationv1.UserInfo
+		core, driver, admin bool
+	}{
+		{"the core's ServiceAccount is the core and nothing else", principals, core, true, false, false},
+		{"a driver's ServiceAccount is a driver and nothing else", principals, driver, false, true, false},
+		{"a member of system:masters is an admin", principals, admin, false, false, true},
+		{"a member of system:masters is an admin even when no admin is listed", Principals{}, admin, false, false, true},
+		{"a member of a listed admin group is an admin",
+			principals, authenticationv1.UserInfo{Username: "oidc:root", Groups: []string{"cozystack-cluster-admin"}}, false, false, true},
+		{"a listed admin user is an admin", principals, authenticationv1.UserInfo{Username: "ops-bot"}, false, false, true},
+		{"a tenant is none of them", principals, tenant, false, false, false},
+		{"a user named system:masters is not an admin",
+			principals, authenticationv1.UserInfo{Username: "system:masters", Groups: []string{"system:authenticated"}}, false, false, false},
+		{"a user named like an admin group is not an admin",
+			principals, authenticationv1.UserInfo{Username: "cozystack-cluster-admin"}, false, false, false},
+		{"another ServiceAccount of the core's namespace is not the core",
+			principals, authenticationv1.UserInfo{Username: "system:serviceaccount:cozy-address-controller:default", Groups: core.Groups}, false, false, false},
+		{"a member of a group named like the core is not the core",
+			principals, authenticationv1.UserInfo{Username: "mallory", Groups: []string{core.Username, driver.Username}}, false, false, false},
+		{"one user listed as core and driver is both",
+			Principals{Core: []string{core.Username}, Drivers: []string{core.Username}}, core, true, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := [3]bool{tc.p.IsCore(tc.u), tc.p.IsDriver(tc.u), tc.p.IsAdmin(tc.u)}
+			if want := [3]bool{tc.core, tc.driver, tc.admin}; got != want {
+				t.Errorf("core, driver, admin = %v, want %v", got, want)
+			}
+		})
+	}
+}

@@ -1,0 +1,70 @@
+package webhook
+
+import (
+	authenticationv1 "k8s.io/api/authentication/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+// The validators take the path of the part of the object they judge: the
+// spec validators field.NewPath("spec"), the status validators
+// field.NewPath("status"), and those that read metadata as well as the spec
+// (ValidateAddressCreate, ValidateClassCreate, ValidateClassUpdate) the
+// object's own path, nil for a top-level object.
+
+const (
+	msgClaimBound  = "cannot change once the claim is bound; delete and recreate the claim to move it"
+	msgClaimStatus = "only the address-controller core writes an IPAddressClaim's status; " +
+		"it is recomputed from the addresses bound to the claim"
+)
+
+// ValidateClaimUpdate keeps a claim that holds addresses on them: once bound
+// its class, family and addressName are fixed, since changing them would
+// leave the claim's addresses answering a request it no longer makes.
+// Before that the claim may be re-targeted; the core's provisioner stamp
+// follows (§4 step 6). fldPath is the spec's path.
+func ValidateClaimUpdate(oldClaim, newClaim *v1alpha1.IPAddressClaim, fldPath *field.Path) field.ErrorList {
+	if !claimHeld(oldClaim) {
+		return nil
+	}
+	var errs field.ErrorList
+	o, n := oldClaim.Spec, newClaim.Spec
+	if o.ClassName != n.ClassName {
+		errs = append(errs, field.Forbidden(fldPath.Child("className"), msgClaimBound))
+	}
+	// An empty family means IPv4 (IPFamily.Families), so spelling it out is
+	// no change.
+	if orIPv4(o.Family) != orIPv4(n.Family) {
+		errs = append(errs, field.Forbidden(fldPath.Child("family"), msgClaimBound))
+	}
+	if o.AddressName != n.AddressName {
+		errs = append(errs, field.Forbidden(fldPath.Child("addressName"), msgClaimBound))
+	}
+	return errs
+}
+
+func orIPv4(f v1alpha1.IPFamily) v1alpha1.IPFamily {
+	if f == "" {
+		return v1alpha1.IPv4
+	}
+	return f
+}
+
+// claimHeld reports whether a claim holds or held addresses: Bound, or Lost
+// (it was bound and waits for its address to come back), or reporting any.
+func claimHeld(c *v1alpha1.IPAddressClaim) bool {
+	return c.Status.Phase == v1alpha1.ClaimBound || c.Status.Phase == v1alpha1.ClaimLost || len(c.Status.Addresses) > 0
+}
+
+// ValidateClaimStatusUpdate keeps a claim's status to the core (§3): it is a
+// projection of the addresses' claimRefs, and anybody else's write would be
+// overwritten on the next pass or, worse, believed in between. A write that
+// leaves the status as it was is anybody's. fldPath is the status's path.
+func ValidateClaimStatusUpdate(oldClaim, newClaim *v1alpha1.IPAddressClaim, u authenticationv1.UserInfo, p Principals, fldPath *field.Path) field.ErrorList {
+	if p.IsCore(u) || equality.Semantic.DeepEqual(oldClaim.Status, newClaim.Status) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(fldPath, msgClaimStatus)}
+}

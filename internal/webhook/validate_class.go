@@ -1,0 +1,69 @@
+package webhook
+
+import (
+	"fmt"
+	"strings"
+
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+// uniqueAnnotations are the class annotations at most one class may carry,
+// each with the role it gives the class. The core refuses to guess among
+// several (§4 step 6, §10), so a second one would stop every claim that
+// relies on it; refusing it here says so at the door.
+var uniqueAnnotations = []struct{ key, role string }{
+	{v1alpha1.AnnotationDefaultClass, "default"},
+	{v1alpha1.AnnotationAutoClaimClass, "auto-claim"},
+}
+
+// ValidateClassCreate refuses a class that would be a second default or a
+// second auto-claim class. others is every IPAddressClass; the class itself
+// and classes being deleted do not count. fldPath is the object's path.
+func ValidateClassCreate(class *v1alpha1.IPAddressClass, others []v1alpha1.IPAddressClass, fldPath *field.Path) field.ErrorList {
+	return validateUniqueAnnotations(nil, class, others, fldPath)
+}
+
+// ValidateClassUpdate keeps spec.provisioner (the driver whose addresses the
+// class already has) and refuses an update that makes the class a second
+// default or auto-claim class. An annotation the class already carried is
+// not judged again, so a class of a pre-existing double default can still be
+// edited, and either can drop its annotation to resolve it. fldPath is the
+// object's path.
+func ValidateClassUpdate(oldClass, newClass *v1alpha1.IPAddressClass, others []v1alpha1.IPAddressClass, fldPath *field.Path) field.ErrorList {
+	errs := apimachineryvalidation.ValidateImmutableField(newClass.Spec.Provisioner, oldClass.Spec.Provisioner,
+		fldPath.Child("spec", "provisioner"))
+	return append(errs, validateUniqueAnnotations(oldClass, newClass, others, fldPath)...)
+}
+
+// validateUniqueAnnotations judges each unique annotation class sets to
+// "true" that oldClass (nil on create) did not. A class being deleted takes
+// no new claims, so its annotation counts for nothing.
+func validateUniqueAnnotations(oldClass, class *v1alpha1.IPAddressClass, others []v1alpha1.IPAddressClass, fldPath *field.Path) field.ErrorList {
+	if class.DeletionTimestamp != nil {
+		return nil
+	}
+	var errs field.ErrorList
+	for _, a := range uniqueAnnotations {
+		if class.Annotations[a.key] != "true" || (oldClass != nil && oldClass.Annotations[a.key] == "true") {
+			continue
+		}
+		holders := annotatedClasses(others, a.key, class.Name)
+		if len(holders) == 0 {
+			continue
+		}
+		errs = append(errs, field.Forbidden(fldPath.Child("metadata", "annotations").Key(a.key), alreadyMsg(holders, a.role)))
+	}
+	return errs
+}
+
+// alreadyMsg names the classes that already hold a role.
+func alreadyMsg(holders []string, role string) string {
+	if len(holders) == 1 {
+		return fmt.Sprintf("IPAddressClass %s is already the %s class; remove its annotation first", holders[0], role)
+	}
+	return fmt.Sprintf("IPAddressClasses %s are already %s classes; remove their annotations first",
+		strings.Join(holders, ", "), role)
+}

@@ -1,0 +1,128 @@
+package webhook
+
+import (
+	"testing"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+var (
+	specPath   = field.NewPath("spec")
+	statusPath = field.NewPath("status")
+)
+
+func newClaim(mods ...func(*v1alpha1.IPAddressClaim)) *v1alpha1.IPAddressClaim {
+	c := &v1alpha1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web", UID: "uid-web"},
+		Spec:       v1alpha1.IPAddressClaimSpec{ClassName: "public", Family: v1alpha1.IPv4},
+	}
+	for _, m := range mods {
+		m(c)
+	}
+	return c
+}
+
+func claimPhase(ph v1alpha1.ClaimPhase) func(*v1alpha1.IPAddressClaim) {
+	return func(c *v1alpha1.IPAddressClaim) { c.Status.Phase = ph }
+}
+
+// boundClaim is a claim as the core leaves it once bound.
+func boundClaim(c *v1alpha1.IPAddressClaim) {
+	c.Status = v1alpha1.IPAddressClaimStatus{
+		Phase:     v1alpha1.ClaimBound,
+		ClassName: "public",
+		Addresses: []v1alpha1.ClaimedAddress{{Name: "ip-203-0-113-7", Address: "203.0.113.7"}},
+		Conditions: []metav1.Condition{{Type: v1alpha1.ConditionBound, Status: metav1.ConditionTrue,
+			Reason: v1alpha1.ReasonBound, Message: "bound to 203.0.113.7", LastTransitionTime: deletedAt}},
+	}
+}
+
+func className(n string) func(*v1alpha1.IPAddressClaim) {
+	return func(c *v1alpha1.IPAddressClaim) { c.Spec.ClassName = n }
+}
+
+func family(f v1alpha1.IPFamily) func(*v1alpha1.IPAddressClaim) {
+	return func(c *v1alpha1.IPAddressClaim) { c.Spec.Family = f }
+}
+
+func addressName(n string) func(*v1alpha1.IPAddressClaim) {
+	return func(c *v1alpha1.IPAddressClaim) { c.Spec.AddressName = n }
+}
+
+func TestValidateClaimUpdate(t *testing.T) {
+	forbidden := func(f string) *field.Error { return field.Forbidden(specPath.Child(f), msgClaimBound) }
+	for _, tc := range []struct {
+		name     string
+		old, new *v1alpha1.IPAddressClaim
+		want     field.ErrorList
+	}{
+		{"a pending claim can be re-targeted at another class",
+			newClaim(claimPhase(v1alpha1.ClaimPending)), newClaim(className("private")), nil},
+		{"a claim without status can change class, family and addressName",
+			newClaim(), newClaim(className("private"), family(v1alpha1.IPv6), addressName("ip-2001-db8--7")), nil},
+		{"a bound claim cannot change its class",
+			newClaim(boundClaim), newClaim(boundClaim, className("private")), field.ErrorList{forbidden("className")}},
+		{"a bound claim cannot drop its class",
+			newClaim(boundClaim), newClaim(boundClaim, className("")), field.ErrorList{forbidden("className")}},
+		{"a bound claim cannot change its family",
+			newClaim(boundClaim), newClaim(boundClaim, family(v1alpha1.Dual)), field.ErrorList{forbidden("family")}},
+		{"a bound claim cannot set addressName",
+			newClaim(boundClaim), newClaim(boundClaim, addressName("ip-203-0-113-8")), field.ErrorList{forbidden("addressName")}},
+		{"a bound claim reports each field it changes",
+			newClaim(boundClaim, addressName("ip-203-0-113-7")),
+			newClaim(boundClaim, className("private"), family(v1alpha1.IPv6), addressName("ip-2001-db8--7")),
+			field.ErrorList{forbidden("className"), forbidden("family"), forbidden("addressName")}},
+		{"a Lost claim counts as bound",
+			newClaim(claimPhase(v1alpha1.ClaimLost)), newClaim(claimPhase(v1alpha1.ClaimLost), className("private")),
+			field.ErrorList{forbidden("className")}},
+		{"a Pending claim still reporting an address counts as bound",
+			newClaim(boundClaim, claimPhase(v1alpha1.ClaimPending)), newClaim(boundClaim, claimPhase(v1alpha1.ClaimPending), family(v1alpha1.Dual)),
+			field.ErrorList{forbidden("family")}},
+		{"a bound claim can spell out its empty family as IPv4",
+			newClaim(boundClaim, family("")), newClaim(boundClaim, family(v1alpha1.IPv4)), nil},
+		{"a bound claim can edit everything but its class, family and addressName",
+			newClaim(boundClaim), newClaim(boundClaim, func(c *v1alpha1.IPAddressClaim) { c.Labels = map[string]string{"app": "web"} }), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkErrors(t, ValidateClaimUpdate(tc.old, tc.new, specPath), tc.want)
+		})
+	}
+}
+
+func TestValidateClaimStatusUpdate(t *testing.T) {
+	denied := field.ErrorList{field.Forbidden(statusPath, msgClaimStatus)}
+	addsCondition := func(c *v1alpha1.IPAddressClaim) {
+		c.Status.Conditions = append(c.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionClassResolved,
+			Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonResolved, LastTransitionTime: deletedAt})
+	}
+	emptyLists := func(c *v1alpha1.IPAddressClaim) {
+		c.Status.Addresses, c.Status.Conditions = []v1alpha1.ClaimedAddress{}, []metav1.Condition{}
+	}
+	for _, tc := range []struct {
+		name     string
+		u        authenticationv1.UserInfo
+		old, new *v1alpha1.IPAddressClaim
+		want     field.ErrorList
+	}{
+		{"the core can bind a claim", core, newClaim(claimPhase(v1alpha1.ClaimPending)), newClaim(boundClaim), nil},
+		{"the core can mark a claim Lost", core, newClaim(boundClaim), newClaim(boundClaim, claimPhase(v1alpha1.ClaimLost)), nil},
+		{"a tenant cannot set Bound", tenant, newClaim(claimPhase(v1alpha1.ClaimPending)), newClaim(claimPhase(v1alpha1.ClaimBound)), denied},
+		{"a tenant cannot add an address", tenant, newClaim(claimPhase(v1alpha1.ClaimPending)), newClaim(boundClaim, claimPhase(v1alpha1.ClaimPending)), denied},
+		{"a tenant cannot add a condition", tenant, newClaim(boundClaim), newClaim(boundClaim, addsCondition), denied},
+		{"a tenant cannot change status.className", tenant, newClaim(boundClaim),
+			newClaim(boundClaim, func(c *v1alpha1.IPAddressClaim) { c.Status.ClassName = "private" }), denied},
+		{"a driver cannot set Bound", driver, newClaim(claimPhase(v1alpha1.ClaimPending)), newClaim(claimPhase(v1alpha1.ClaimBound)), denied},
+		{"an admin cannot clear a claim's status", admin, newClaim(boundClaim), newClaim(), denied},
+		{"a tenant's write that leaves the status as it was passes", tenant, newClaim(boundClaim), newClaim(boundClaim), nil},
+		{"a driver's write that leaves the status as it was passes", driver, newClaim(boundClaim), newClaim(boundClaim), nil},
+		{"empty lists in place of absent ones are no change", tenant, newClaim(), newClaim(emptyLists), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkErrors(t, ValidateClaimStatusUpdate(tc.old, tc.new, tc.u, principals, statusPath), tc.want)
+		})
+	}
+}
