@@ -92,13 +92,14 @@ CORE_PACKAGES   := internal/core internal/reconcile/claim internal/reconcile/add
 DRIVER_PACKAGES := internal/driver internal/reconcile/pool internal/reconcile/provision internal/reconcile/hold
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd) and RBAC (config/rbac).
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd), RBAC (config/rbac) and webhook configurations (config/webhook).
 	$(CONTROLLER_GEN) object paths=./api/...
 	@# Remove earlier output first so a deleted type does not leave a stale CRD behind.
-	@rm -f config/crd/local.sdn.cozystack.io_*.yaml config/rbac/role.yaml config/rbac/metallb-iad/role.yaml
+	@rm -f config/crd/local.sdn.cozystack.io_*.yaml config/rbac/role.yaml config/rbac/metallb-iad/role.yaml config/webhook/manifests.yaml
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd
 	$(CONTROLLER_GEN) rbac:roleName=address-controller $(CORE_PACKAGES:%=paths=./%) output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=metallb-iad $(DRIVER_PACKAGES:%=paths=./%) output:rbac:artifacts:config=config/rbac/metallb-iad
+	$(CONTROLLER_GEN) webhook paths=./internal/webhook/... output:webhook:artifacts:config=config/webhook
 
 # Fingerprints api/ and config/ before and after `generate`: any difference
 # means the generated files do not match their sources. Comparing the working

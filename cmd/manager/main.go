@@ -1,15 +1,23 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/cozystack/address-controller/internal/core"
 	"github.com/cozystack/address-controller/internal/daemon"
+	"github.com/cozystack/address-controller/internal/webhook"
 )
 
 func main() {
@@ -23,16 +31,34 @@ func run() error {
 	defaults := core.DefaultOptions()
 	opts := defaults
 	flags := daemon.Flags{Name: core.EventSource}
+	var (
+		webhookPort                          int
+		webhookHost, certDir, coreUser       string
+		driverUsers, adminGroups, adminUsers string
+	)
 	fs := flag.CommandLine
 	flags.Bind(fs, "address-controller.local.sdn.cozystack.io")
 	fs.IntVar(&opts.ClaimWorkers, "claim-workers", defaults.ClaimWorkers, "Concurrent IPAddressClaim reconciles.")
 	fs.IntVar(&opts.AddressWorkers, "address-workers", defaults.AddressWorkers, "Concurrent IPAddress reconciles.")
 	fs.IntVar(&opts.ClassWorkers, "class-workers", defaults.ClassWorkers, "Concurrent IPAddressClass reconciles.")
 	fs.IntVar(&opts.AutoClaimWorkers, "auto-claim-workers", defaults.AutoClaimWorkers, "Concurrent Service reconciles of auto-claim.")
-	daemon.Usage(fs, os.Args[0], "The address-controller core: binds IPAddressClaims to IPAddress objects (local.sdn.cozystack.io/v1alpha1).")
+	fs.IntVar(&webhookPort, "webhook-port", 9443, "Port the admission webhooks are served on (HTTPS); 0 serves none.")
+	fs.StringVar(&webhookHost, "webhook-host", "", "Address the admission webhooks bind to; empty binds every interface.")
+	fs.StringVar(&certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs",
+		"Directory holding the webhooks' serving certificate, tls.crt and tls.key (cert-manager's Secret, mounted).")
+	fs.StringVar(&coreUser, "core-username", "",
+		"The core's own username, the only one that may write claim status and the core's address phases. Empty: asked from the API server (SelfSubjectReview).")
+	fs.StringVar(&driverUsers, "driver-usernames", "system:serviceaccount:metallb-iad-system:metallb-iad",
+		"Comma-separated usernames of the drivers, the only ones that may write Conflict, Lost and associatedTo.")
+	fs.StringVar(&adminGroups, "admin-groups", "system:masters,kubeadm:cluster-admins,cozystack-cluster-admin",
+		"Comma-separated groups of administrators, who may clear an address's claimRef.")
+	fs.StringVar(&adminUsers, "admin-usernames", "", "Comma-separated usernames of further administrators.")
+	daemon.Usage(fs, os.Args[0], "The address-controller core: binds IPAddressClaims to IPAddress objects (local.sdn.cozystack.io/v1alpha1)\nand serves their admission webhooks.")
 	flag.Parse()
 
-	mgr, err := flags.NewManager(core.CacheOptions(), client.Options{})
+	mgr, err := flags.NewManager(core.CacheOptions(), client.Options{}, func(o *manager.Options) {
+		o.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{Host: webhookHost, Port: webhookPort, CertDir: certDir})
+	})
 	if err != nil {
 		return err
 	}
@@ -40,6 +66,43 @@ func run() error {
 	if err := core.Setup(ctx, mgr, opts); err != nil {
 		return err
 	}
-	ctrl.Log.WithName("setup").Info("starting", "leaderElection", flags.LeaderElect, "claimWorkers", opts.ClaimWorkers, "addressWorkers", opts.AddressWorkers)
+	if webhookPort != 0 {
+		if coreUser == "" {
+			if coreUser, err = whoAmI(ctx, mgr); err != nil {
+				return fmt.Errorf("asking the API server who the core is (set --core-username to skip): %w", err)
+			}
+		}
+		webhook.Setup(mgr, webhook.Principals{
+			Core: []string{coreUser}, Drivers: list(driverUsers), AdminGroups: list(adminGroups), AdminUsers: list(adminUsers),
+		})
+		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return err
+		}
+	}
+	ctrl.Log.WithName("setup").Info("starting", "leaderElection", flags.LeaderElect, "claimWorkers", opts.ClaimWorkers,
+		"addressWorkers", opts.AddressWorkers, "webhookPort", webhookPort, "coreUsername", coreUser)
 	return mgr.Start(ctx)
+}
+
+// whoAmI is the username the manager authenticates as.
+func whoAmI(ctx context.Context, mgr manager.Manager) (string, error) {
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return "", err
+	}
+	r, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	return r.Status.UserInfo.Username, nil
+}
+
+func list(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -72,8 +72,9 @@ func Usage(fs *flag.FlagSet, program, what string) {
 
 // NewManager sets the logger and builds a manager from the flags, with
 // the API's scheme, the given cache and client options, and health and
-// readiness checks (ready once the caches have synced).
-func (f *Flags) NewManager(cacheOpts cache.Options, clientOpts client.Options) (manager.Manager, error) {
+// readiness checks (ready once the caches have synced). mods adjust the
+// options further, e.g. with a webhook server.
+func (f *Flags) NewManager(cacheOpts cache.Options, clientOpts client.Options, mods ...func(*manager.Options)) (manager.Manager, error) {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&f.zap)))
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -90,7 +91,7 @@ func (f *Flags) NewManager(cacheOpts cache.Options, clientOpts client.Options) (
 	if f.MetricsSecure {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
+	opts := manager.Options{
 		Scheme:                        scheme,
 		Cache:                         cacheOpts,
 		Client:                        clientOpts,
@@ -102,7 +103,11 @@ func (f *Flags) NewManager(cacheOpts cache.Options, clientOpts client.Options) (
 		LeaderElectionNamespace:       f.LeaderNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		GracefulShutdownTimeout:       &f.GracefulShutdown,
-	})
+	}
+	for _, mod := range mods {
+		mod(&opts)
+	}
+	mgr, err := ctrl.NewManager(cfg, opts)
 	if err != nil {
 		return nil, err
 	}

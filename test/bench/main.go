@@ -245,6 +245,7 @@ func run(opts options) (err error) {
 		"--leader-elect=false",
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
+		"--webhook-port=0",  // the bench measures binding, not admission
 		"--kube-api-qps=-1", // negative: no client-side rate limit
 	}, opts.managerArgs...)
 	mgr, err := procs.start("manager", filepath.Join(root, "bin", "manager"), managerFlags)

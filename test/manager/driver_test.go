@@ -77,7 +77,7 @@ func TestDriverBinary(t *testing.T) {
 			t.Logf("metallb-controller output:\n%s", mlbOut.String())
 		}
 	})
-	run("manager", "role.yaml", "--metrics-bind-address=0", "--health-probe-bind-address="+freeAddr(t))
+	run("manager", "role.yaml", "--metrics-bind-address=0", "--health-probe-bind-address="+freeAddr(t), "--webhook-port=0")
 	metricsAddr, probeAddr := freeAddr(t), freeAddr(t)
 	run("metallb-iad", filepath.Join("metallb-iad", "role.yaml"), "--metrics-bind-address="+metricsAddr, "--health-probe-bind-address="+probeAddr)
 	By := func(s string) { t.Log(s) }

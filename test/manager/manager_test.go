@@ -60,6 +60,7 @@ func TestManagerBinary(t *testing.T) {
 		"--leader-election-namespace=" + leaseNamespace,
 		"--metrics-bind-address=" + metricsAddr,
 		"--health-probe-bind-address=" + probeAddr,
+		"--webhook-port=0", // the webhooks have their own test
 	}, &out)
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() {

@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"os"
 	"path/filepath"
-
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"strconv"
+	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/address-controller/policies"
 	"github.com/cozystack/address-controller/test/controlplane"
 	"github.com/cozystack/address-controller/test/metallb"
 )
@@ -26,17 +29,34 @@ type component struct {
 	// root) the component needs, installed with the control plane.
 	crds []string
 	// setup, if set, runs once the control plane is up and before the
-	// component starts: objects it expects to exist, webhook registrations.
+	// component starts: objects it expects to exist, its identity.
 	setup func(ctx context.Context, cp *controlplane.ControlPlane) error
+	// started, if set, runs once the component's process has started: what
+	// must wait for it, such as webhook registrations.
+	started func(ctx context.Context, cp *controlplane.ControlPlane) error
 }
 
+// The controllers' identities: each runs as its own ServiceAccount, bound
+// to nothing but the ClusterRole generated from its code's markers, as in a
+// cluster. Tokens last a day.
+const (
+	coreNamespace   = "address-controller-system"
+	coreAccount     = "address-controller"
+	driverNamespace = "metallb-iad-system"
+	driverAccount   = "metallb-iad"
+	tokenValidity   = 24 * 60 * 60
+)
+
 // components lists what the playground runs, in start order; they are
-// stopped in reverse. kubeconfig is the admin kubeconfig's path.
-func components(kubeconfig string) []component {
+// stopped in reverse. dir is the playground's directory (.playground),
+// kubeconfig the admin kubeconfig's path, and wh the prepared webhooks.
+func components(root, dir, kubeconfig string, wh *controlplane.Webhooks) []component {
+	coreKubeconfig := filepath.Join(dir, coreAccount+".kubeconfig")
+	driverKubeconfig := filepath.Join(dir, driverAccount+".kubeconfig")
 	return []component{
 		{
-			// MetalLB's own controller, as the driver of MetalLB classes will
-			// use it: pools are MetalLB IPAddressPools in metallb-system.
+			// MetalLB's own controller: pools are MetalLB IPAddressPools in
+			// metallb-system.
 			name:  "metallb-controller",
 			path:  filepath.Join("bin", metallb.Binary),
 			args:  metallb.Args(kubeconfig),
@@ -47,45 +67,58 @@ func components(kubeconfig string) []component {
 			name: "manager",
 			path: filepath.Join("bin", "manager"),
 			args: []string{
-				"--kubeconfig", kubeconfig,
+				"--kubeconfig", coreKubeconfig,
 				"--leader-elect=true",
-				"--leader-election-namespace=kube-system",
+				"--leader-election-namespace=" + coreNamespace,
 				"--metrics-bind-address=:0",
 				"--health-probe-bind-address=127.0.0.1:0",
+				"--webhook-host=" + wh.Host,
+				"--webhook-port=" + strconv.Itoa(wh.Port),
+				"--webhook-cert-dir=" + wh.CertDir,
+				"--driver-usernames=system:serviceaccount:" + driverNamespace + ":" + driverAccount,
+			},
+			setup: identity(coreNamespace, coreAccount, filepath.Join(root, "config", "rbac", "role.yaml"), coreKubeconfig),
+			started: func(ctx context.Context, cp *controlplane.ControlPlane) error {
+				if err := waitForTLS(ctx, net.JoinHostPort(wh.Host, strconv.Itoa(wh.Port))); err != nil {
+					return err
+				}
+				return wh.Install(cp.Config)
 			},
 		},
 		{
-			// The driver of MetalLB classes: provisions from MetalLB pools,
-			// holds addresses with placeholders, pins them to Services.
+			// The driver of MetalLB classes, and the service-pins policy
+			// that keeps tenants from pinning MetalLB addresses themselves.
 			name: "metallb-iad",
 			path: filepath.Join("bin", "metallb-iad"),
 			args: []string{
-				"--kubeconfig", kubeconfig,
+				"--kubeconfig", driverKubeconfig,
 				"--leader-elect=true",
-				"--leader-election-namespace=kube-system",
+				"--leader-election-namespace=" + driverNamespace,
 				"--metallb-namespace=" + metallb.Namespace,
 				"--namespace=" + driverNamespace,
 				"--metrics-bind-address=:0",
 				"--health-probe-bind-address=127.0.0.1:0",
 			},
-			setup: prepareDriver,
+			setup: func(ctx context.Context, cp *controlplane.ControlPlane) error {
+				err := identity(driverNamespace, driverAccount, filepath.Join(root, "config", "rbac", "metallb-iad", "role.yaml"), driverKubeconfig)(ctx, cp)
+				if err != nil {
+					return err
+				}
+				return installServicePins(ctx, cp)
+			},
 		},
 	}
 }
 
-// driverNamespace is where the driver keeps its placeholder Services.
-const driverNamespace = "metallb-iad-system"
-
-func prepareDriver(ctx context.Context, cp *controlplane.ControlPlane) error {
-	c, err := client.New(cp.Config, client.Options{})
-	if err != nil {
-		return err
+// identity writes a kubeconfig of a ServiceAccount bound to roleFile.
+func identity(namespace, name, roleFile, path string) func(context.Context, *controlplane.ControlPlane) error {
+	return func(ctx context.Context, cp *controlplane.ControlPlane) error {
+		kc, err := cp.ServiceAccount(ctx, namespace, name, roleFile, tokenValidity)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(path, kc, 0o600)
 	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: driverNamespace}}
-	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	return nil
 }
 
 func prepareMetalLB(ctx context.Context, cp *controlplane.ControlPlane) error {
@@ -94,4 +127,41 @@ func prepareMetalLB(ctx context.Context, cp *controlplane.ControlPlane) error {
 		return err
 	}
 	return metallb.Prepare(ctx, c)
+}
+
+// installServicePins applies the policy, its binding and its params from
+// policies/, the bytes the chart ships.
+func installServicePins(ctx context.Context, cp *controlplane.ControlPlane) error {
+	s, err := policies.LoadServicePins()
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cp.Config, client.Options{})
+	if err != nil {
+		return err
+	}
+	for _, obj := range []client.Object{s.Params, s.Policy, s.Binding} {
+		if err := c.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
+			return fmt.Errorf("creating %s: %w", obj.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// waitForTLS waits until something answers TLS on addr: the webhook server
+// is up and its configurations may be installed.
+func waitForTLS(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only probing that the server is up
+		if err == nil {
+			return conn.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("webhook server on %s: %w", addr, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }

@@ -1,6 +1,7 @@
 // Command playground is what `make run` runs: a local control plane
 // (test/controlplane) with this repository's CRDs, and the components listed
-// in components.go (for now bin/manager) running against it as child
+// in components.go (MetalLB's controller, bin/manager with its admission
+// webhooks, bin/metallb-iad and its admission policy) running against it as child
 // processes, their output prefixed with their names. The admin kubeconfig is
 // written to .playground/kubeconfig and the control plane's logs to
 // .playground/logs/.
@@ -69,9 +70,15 @@ func run(skip []string) error {
 		}
 	}()
 
+	wh, err := controlplane.PrepareWebhooks(filepath.Join(root, "config", "webhook"))
+	if err != nil {
+		return fmt.Errorf("preparing the webhooks: %w", err)
+	}
+	defer func() { _ = wh.Cleanup() }()
+
 	var comps []component
 	crds := []string{filepath.Join(root, "config", "crd")}
-	for _, c := range components(kubeconfig) {
+	for _, c := range components(root, filepath.Dir(kubeconfig), kubeconfig, wh) {
 		if slices.Contains(skip, c.name) {
 			say("not starting %s (-skip)", c.name)
 			continue
@@ -171,6 +178,11 @@ func run(skip []string) error {
 		}
 		running = append(running, p)
 		say("started %s (pid %d)", c.name, p.Pid())
+		if c.started != nil {
+			if err := c.started(ctx, cp); err != nil {
+				return errors.Join(fmt.Errorf("after starting %s: %w", c.name, err), shutdown())
+			}
+		}
 	}
 
 	printUsage(root, kubeconfig, comps)

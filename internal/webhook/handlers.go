@@ -1,0 +1,139 @@
+package webhook
+
+// The handlers are thin: decode, read what a pure function needs from the
+// cache, call it, and turn its field errors into an Invalid status that
+// names each field. Every rule they enforce is also in the CRDs' CEL or is
+// re-checked by a reconciler, so the core stays correct while the webhook
+// is down; the webhook only refuses bad input at the door, with a message.
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+// Paths the API server calls; the configurations in config/webhook are
+// generated from the markers below.
+const (
+	PathDefaultClaim    = "/mutate-ipaddressclaim"
+	PathValidateClaim   = "/validate-ipaddressclaim"
+	PathValidateAddress = "/validate-ipaddress"
+	PathValidateClass   = "/validate-ipaddressclass"
+)
+
+// +kubebuilder:webhook:path=/mutate-ipaddressclaim,mutating=true,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=create,versions=v1alpha1,name=default.ipaddressclaims.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-ipaddressclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddressclaims;ipaddressclaims/status,verbs=update,versions=v1alpha1,name=validate.ipaddressclaims.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-ipaddress,mutating=false,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddresses;ipaddresses/status,verbs=create;update,versions=v1alpha1,name=validate.ipaddresses.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-ipaddressclass,mutating=false,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=create;update,versions=v1alpha1,name=validate.ipaddressclasses.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
+
+// Setup registers the handlers on mgr's webhook server.
+func Setup(mgr ctrl.Manager, p Principals) {
+	h := handlers{reader: mgr.GetClient(), decoder: admission.NewDecoder(mgr.GetScheme()), principals: p}
+	srv := mgr.GetWebhookServer()
+	srv.Register(PathDefaultClaim, &admission.Webhook{Handler: admission.HandlerFunc(h.defaultClaim)})
+	srv.Register(PathValidateClaim, &admission.Webhook{Handler: admission.HandlerFunc(h.validateClaim)})
+	srv.Register(PathValidateAddress, &admission.Webhook{Handler: admission.HandlerFunc(h.validateAddress)})
+	srv.Register(PathValidateClass, &admission.Webhook{Handler: admission.HandlerFunc(h.validateClass)})
+}
+
+type handlers struct {
+	// reader serves the classes the claim defaulter and the class
+	// validator look at, from the manager's cache.
+	reader     client.Reader
+	decoder    admission.Decoder
+	principals Principals
+}
+
+func (h handlers) defaultClaim(ctx context.Context, req admission.Request) admission.Response {
+	var claim v1alpha1.IPAddressClaim
+	if err := h.decoder.Decode(req, &claim); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	var classes v1alpha1.IPAddressClassList
+	if err := h.reader.List(ctx, &classes); err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	warnings := DefaultClaim(&claim, classes.Items)
+	raw, err := json.Marshal(&claim)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.PatchResponseFromRaw(req.Object.Raw, raw).WithWarnings(warnings...)
+}
+
+func (h handlers) validateClaim(_ context.Context, req admission.Request) admission.Response {
+	var old, claim v1alpha1.IPAddressClaim
+	if err := h.decodeBoth(req, &old, &claim); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if req.SubResource == "status" {
+		return respond(req, ValidateClaimStatusUpdate(&old, &claim, req.UserInfo, h.principals, field.NewPath("status")))
+	}
+	return respond(req, ValidateClaimUpdate(&old, &claim, field.NewPath("spec")))
+}
+
+func (h handlers) validateAddress(_ context.Context, req admission.Request) admission.Response {
+	var a v1alpha1.IPAddress
+	if req.Operation == admissionv1.Create {
+		if err := h.decoder.Decode(req, &a); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		return respond(req, ValidateAddressCreate(&a, nil))
+	}
+	var old v1alpha1.IPAddress
+	if err := h.decodeBoth(req, &old, &a); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if req.SubResource == "status" {
+		return respond(req, ValidateAddressStatusUpdate(&old, &a, req.UserInfo, h.principals, field.NewPath("status")))
+	}
+	return respond(req, ValidateAddressUpdate(&old, &a, req.UserInfo, h.principals, field.NewPath("spec")))
+}
+
+func (h handlers) validateClass(ctx context.Context, req admission.Request) admission.Response {
+	var class v1alpha1.IPAddressClass
+	if err := h.decoder.Decode(req, &class); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	var classes v1alpha1.IPAddressClassList
+	if err := h.reader.List(ctx, &classes); err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if req.Operation == admissionv1.Create {
+		return respond(req, ValidateClassCreate(&class, classes.Items, nil))
+	}
+	var old v1alpha1.IPAddressClass
+	if err := h.decoder.DecodeRaw(req.OldObject, &old); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	return respond(req, ValidateClassUpdate(&old, &class, classes.Items, nil))
+}
+
+func (h handlers) decodeBoth(req admission.Request, old, obj runtime.Object) error {
+	if err := h.decoder.DecodeRaw(req.OldObject, old); err != nil {
+		return err
+	}
+	return h.decoder.Decode(req, obj)
+}
+
+// respond admits an empty list, and refuses otherwise with an Invalid
+// status whose causes name each field — what kubectl prints for a CRD's
+// own validation too.
+func respond(req admission.Request, errs field.ErrorList) admission.Response {
+	if len(errs) == 0 {
+		return admission.Allowed("")
+	}
+	gk := v1alpha1.GroupVersion.WithKind(req.Kind.Kind).GroupKind()
+	st := apierrors.NewInvalid(gk, req.Name, errs).Status()
+	return admission.Response{AdmissionResponse: admissionv1.AdmissionResponse{Allowed: false, Result: &st}}
+}

@@ -1,0 +1,71 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+// ServiceAccount creates the ServiceAccount namespace/name (and its
+// namespace), binds it to the ClusterRole in roleFile (generated from a
+// binary's RBAC markers) and to nothing else, and returns a kubeconfig
+// with a token of it valid for validity: a controller run with it acts
+// exactly as it would in a cluster.
+func (c *ControlPlane) ServiceAccount(ctx context.Context, namespace, name, roleFile string, validity int64) ([]byte, error) {
+	raw, err := os.ReadFile(roleFile)
+	if err != nil {
+		return nil, err
+	}
+	var role rbacv1.ClusterRole
+	if err := yaml.UnmarshalStrict(raw, &role); err != nil {
+		return nil, fmt.Errorf("%s: %w", roleFile, err)
+	}
+	cs := c.clientset
+	create := func(err error) error {
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	}
+	if err := create2(cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})); create(err) != nil {
+		return nil, err
+	}
+	if err := create2(cs.CoreV1().ServiceAccounts(namespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})); create(err) != nil {
+		return nil, err
+	}
+	if err := create2(cs.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{})); create(err) != nil {
+		return nil, err
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}},
+	}
+	if err := create2(cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})); create(err) != nil {
+		return nil, err
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(validity)}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	user := "system:serviceaccount:" + namespace + ":" + name
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts[user] = &clientcmdapi.Context{Cluster: "local", AuthInfo: user}
+	cfg.CurrentContext = user
+	return clientcmd.Write(*cfg)
+}
+
+func create2[T any](_ T, err error) error { return err }

@@ -1,0 +1,54 @@
+package controlplane
+
+import (
+	"context"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Webhooks are admission webhook configurations prepared for a server on
+// this machine: a serving certificate signed by a fresh CA in CertDir, a
+// free port, and the configurations rewritten to call https://Host:Port
+// with that CA. Certificates in a cluster come from cert-manager; here they
+// are self-generated.
+type Webhooks struct {
+	Host    string
+	Port    int
+	CertDir string
+	opts    *envtest.WebhookInstallOptions
+}
+
+// PrepareWebhooks reads the webhook configurations in paths (directories
+// or files, e.g. config/webhook) and prepares them without installing.
+func PrepareWebhooks(paths ...string) (*Webhooks, error) {
+	opts := &envtest.WebhookInstallOptions{Paths: paths, LocalServingHost: "127.0.0.1"}
+	if err := opts.PrepWithoutInstalling(); err != nil {
+		return nil, err
+	}
+	return &Webhooks{Host: opts.LocalServingHost, Port: opts.LocalServingPort, CertDir: opts.LocalServingCertDir, opts: opts}, nil
+}
+
+// Install creates the configurations and waits until the API server has
+// them; start the server first, as failurePolicy Fail refuses every write
+// the webhooks cover while nothing answers.
+func (w *Webhooks) Install(cfg *rest.Config) error { return w.opts.Install(cfg) }
+
+// Uninstall deletes the configurations.
+func (w *Webhooks) Uninstall(ctx context.Context, c client.Client) error {
+	for _, m := range w.opts.MutatingWebhooks {
+		if err := client.IgnoreNotFound(c.Delete(ctx, m)); err != nil {
+			return err
+		}
+	}
+	for _, v := range w.opts.ValidatingWebhooks {
+		if err := client.IgnoreNotFound(c.Delete(ctx, v)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Cleanup removes the certificate directory.
+func (w *Webhooks) Cleanup() error { return w.opts.Cleanup() }

@@ -1,0 +1,272 @@
+package webhook
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/core"
+	"github.com/cozystack/address-controller/internal/webhook"
+	"github.com/cozystack/address-controller/test/controlplane"
+)
+
+const (
+	coreUser   = "system:serviceaccount:address-controller-system:address-controller"
+	driverUser = "system:serviceaccount:metallb-iad-system:metallb-iad"
+	tenantUser = "tenant"
+)
+
+var scheme = apiruntime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+}
+
+// world is the control plane, the core with its webhooks running as the
+// core's identity, and a client for each identity the rules name.
+type world struct {
+	cp                          *controlplane.ControlPlane
+	admin, driver, tenant, core client.Client
+	stopManager                 func()
+	wh                          *controlplane.Webhooks
+}
+
+func start(t *testing.T) *world {
+	t.Helper()
+	g := NewWithT(t)
+	if _, err := controlplane.BinDir(); err != nil && os.Getenv("CI") == "" {
+		t.Skipf("no control plane binaries: %v", err)
+	}
+	root, err := controlplane.RepoRoot()
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cp, err := controlplane.Start(ctx, controlplane.Options{})
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = cp.Stop() })
+	wh, err := controlplane.PrepareWebhooks(filepath.Join(root, "config", "webhook"))
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = wh.Cleanup() })
+
+	w := &world{cp: cp, wh: wh}
+	as := func(user string, groups ...string) client.Client {
+		cfg := rest.CopyConfig(cp.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+		c, err := client.New(cfg, client.Options{Scheme: scheme})
+		g.Expect(err).NotTo(HaveOccurred())
+		return c
+	}
+	// Impersonated identities keep RBAC out of the way (system:masters):
+	// what is tested is who the webhook lets through.
+	w.admin = as("admin", "system:masters")
+	w.driver = as(driverUser, "system:masters")
+	w.tenant = as(tenantUser, "system:masters")
+	w.core = as(coreUser, "system:masters")
+
+	coreCfg := rest.CopyConfig(cp.Config)
+	coreCfg.Impersonate = rest.ImpersonationConfig{UserName: coreUser, Groups: []string{"system:masters", "system:authenticated"}}
+	w.stopManager = runCore(t, coreCfg, wh)
+	g.Expect(wh.Install(cp.Config)).To(Succeed())
+	t.Cleanup(func() { _ = wh.Uninstall(context.Background(), w.admin) })
+	return w
+}
+
+// runCore runs the core with its webhook server, as cmd/manager does.
+func runCore(t *testing.T, cfg *rest.Config, wh *controlplane.Webhooks) func() {
+	t.Helper()
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Scheme: scheme, Cache: core.CacheOptions(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		WebhookServer:          ctrlwebhook.NewServer(ctrlwebhook.Options{Host: wh.Host, Port: wh.Port, CertDir: wh.CertDir}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := core.Setup(ctx, mgr, core.Options{ClaimWorkers: 2, AddressWorkers: 2, ClassWorkers: 1, AutoClaimWorkers: 1}); err != nil {
+		t.Fatal(err)
+	}
+	webhook.Setup(mgr, webhook.Principals{Core: []string{coreUser}, Drivers: []string{driverUser}, AdminGroups: []string{"system:masters"}})
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stop := sync.OnceFunc(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("manager returned: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("manager did not stop")
+		}
+	})
+	t.Cleanup(stop)
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("cache did not sync")
+	}
+	g := NewWithT(t)
+	g.Eventually(func() error { return mgr.GetWebhookServer().StartedChecker()(nil) }).WithTimeout(30 * time.Second).Should(Succeed())
+	return stop
+}
+
+// refused asserts err is a refusal naming field.
+func refused(g Gomega, err error, field string) {
+	g.ExpectWithOffset(1, err).To(HaveOccurred(), "the write should be refused, naming %s", field)
+	g.ExpectWithOffset(1, err.Error()).To(ContainSubstring(field))
+}
+
+func TestWebhooks(t *testing.T) {
+	w := start(t)
+	ctx := t.Context()
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(15 * time.Second)
+	g.SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
+	g.Expect(w.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}})).To(Succeed())
+
+	class := func(name string, annotations map[string]string) *v1alpha1.IPAddressClass {
+		return &v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
+			Spec: v1alpha1.IPAddressClassSpec{Provisioner: "static.example.com", ReclaimPolicy: v1alpha1.ReclaimRetain}}
+	}
+	isDefault := map[string]string{v1alpha1.AnnotationDefaultClass: "true"}
+
+	t.Run("a second default class is refused, naming the first", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(w.admin.Create(ctx, class("public", isDefault))).To(Succeed())
+		err := w.admin.Create(ctx, class("private", isDefault))
+		refused(g, err, "metadata.annotations[ipaddressclass.local.sdn.cozystack.io/is-default-class]")
+		g.Expect(err.Error()).To(ContainSubstring("public"))
+		g.Expect(w.admin.Create(ctx, class("private", nil))).To(Succeed())
+	})
+
+	t.Run("a claim naming no class gets the default class at creation", func(t *testing.T) {
+		g := NewWithT(t)
+		c := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web"}}
+		g.Expect(w.tenant.Create(ctx, c)).To(Succeed())
+		g.Expect(c.Spec.ClassName).To(Equal("public"))
+		g.Expect(c.Spec.Family).To(Equal(v1alpha1.IPv4))
+	})
+
+	t.Run("a claim naming a missing class is admitted with a warning", func(t *testing.T) {
+		g := NewWithT(t)
+		warned := &warnings{}
+		cfg := rest.CopyConfig(w.cp.Config)
+		cfg.WarningHandler = warned
+		c, err := client.New(cfg, client.Options{Scheme: scheme})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(c.Create(ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "later"},
+			Spec: v1alpha1.IPAddressClaimSpec{ClassName: "nonexistent"}})).To(Succeed())
+		g.Expect(warned.String()).To(ContainSubstring("nonexistent"))
+	})
+
+	// An address of the default class binds the claim "web".
+	addr := &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "ip-203-0-113-10"},
+		Spec: v1alpha1.IPAddressSpec{Address: "203.0.113.10", ClassName: "public", Source: v1alpha1.AddressSource{FromClass: &v1alpha1.FromClassSource{}}}}
+	g.Expect(w.admin.Create(ctx, addr)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		var c v1alpha1.IPAddressClaim
+		g.Expect(w.admin.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: "web"}, &c)).To(Succeed())
+		g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimBound))
+	}).Should(Succeed(), "the core, as itself, binds through its own webhooks")
+
+	t.Run("a Bound claim cannot be re-targeted", func(t *testing.T) {
+		g := NewWithT(t)
+		var c v1alpha1.IPAddressClaim
+		g.Expect(w.tenant.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: "web"}, &c)).To(Succeed())
+		c.Spec.ClassName = "private"
+		refused(g, w.tenant.Update(ctx, &c), "spec.className")
+	})
+
+	t.Run("tenants, admins and drivers never write a claim's status", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, who := range []client.Client{w.tenant, w.admin, w.driver} {
+			var c v1alpha1.IPAddressClaim
+			g.Expect(who.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: "web"}, &c)).To(Succeed())
+			c.Status.Phase = v1alpha1.ClaimLost
+			refused(g, who.Status().Update(ctx, &c), "status")
+		}
+	})
+
+	t.Run("only a driver writes Conflict, and only the core writes Bound", func(t *testing.T) {
+		g := NewWithT(t)
+		set := func(who client.Client, phase v1alpha1.AddressPhase) error {
+			var a v1alpha1.IPAddress
+			g.Expect(w.admin.Get(ctx, client.ObjectKeyFromObject(addr), &a)).To(Succeed())
+			a.Status.Phase = phase
+			return who.Status().Update(ctx, &a)
+		}
+		refused(g, set(w.admin, v1alpha1.AddressConflict), "status.phase")
+		refused(g, set(w.tenant, v1alpha1.AddressConflict), "status.phase")
+		g.Expect(set(w.driver, v1alpha1.AddressConflict)).To(Succeed())
+		g.Expect(set(w.driver, v1alpha1.AddressBound)).To(Succeed(), "a driver clears its phase back to the core's")
+		refused(g, set(w.driver, v1alpha1.AddressReleased), "status.phase")
+	})
+
+	t.Run("a binding is never re-pointed; an admin may clear it", func(t *testing.T) {
+		g := NewWithT(t)
+		var a v1alpha1.IPAddress
+		g.Expect(w.admin.Get(ctx, client.ObjectKeyFromObject(addr), &a)).To(Succeed())
+		a.Spec.ClaimRef.Name = "other"
+		refused(g, w.admin.Update(ctx, &a), "spec.claimRef")
+		g.Expect(w.admin.Get(ctx, client.ObjectKeyFromObject(addr), &a)).To(Succeed())
+		a.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "tenant", Name: "web"}
+		refused(g, w.tenant.Update(ctx, &a), "spec.claimRef")
+	})
+
+	t.Run("an address's name must be derived from its IP", func(t *testing.T) {
+		g := NewWithT(t)
+		bad := addr.DeepCopy()
+		bad.ResourceVersion, bad.Name, bad.Spec.ClaimRef = "", "ip-203-0-113-99", nil
+		refused(g, w.admin.Create(ctx, bad), "metadata.name")
+	})
+
+	t.Run("with the webhook server down, only our kinds are refused", func(t *testing.T) {
+		g := NewWithT(t)
+		w.stopManager()
+		g.Expect(w.admin.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "still-writable"}})).To(Succeed())
+		g.Expect(w.admin.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "still-writable"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}})).To(Succeed())
+		err := w.tenant.Create(ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "closed"}})
+		g.Expect(err).To(HaveOccurred(), "failurePolicy Fail: our kinds fail closed")
+	})
+}
+
+// warnings collects the warnings the API server returns.
+type warnings struct {
+	mu    sync.Mutex
+	texts []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.texts = append(w.texts, text)
+}
+
+func (w *warnings) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.texts, "\n")
+}
