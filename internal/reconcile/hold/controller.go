@@ -16,11 +16,13 @@ package hold
 //     driver conditions (Conflict, Held) and status.associatedTo.
 //
 // Write order of a handoff, so that MetalLB never has the address
-// unassigned nor assigned to a third Service: the side giving the address
-// up first allows sharing under the claim's key; the side taking it is
+// unassigned nor assigned to a third Service: placeholders allow sharing
+// under their claim's key from the start; the side taking the address is
 // pinned under the same key; only when MetalLB reports the address on the
 // taking side does the giving side let go (placeholder deleted, or pin
-// withdrawn). A Service the driver pinned carries the handoff finalizer,
+// withdrawn, and the Service released once MetalLB has taken it back). A
+// placeholder's key never changes while another Service may hold the
+// address: MetalLB would take the address from the placeholder. A Service the driver pinned carries the handoff finalizer,
 // so even its deletion waits until the placeholder shares the address.
 // Each step is decided from the cache alone and writes one side, so a
 // restart between any two writes resumes where it stopped.

@@ -209,13 +209,12 @@ func readyToPin(s snapshot, w *corev1.Service, pins, key string) bool {
 
 // hold keeps the address on its placeholder. A Service the driver pinned
 // earlier keeps the address until the placeholder shares it; only then is
-// the pin withdrawn, and once no other Service holds the address the
-// placeholder stops allowing sharing (MetalLB would take it from the
-// placeholder if another Service still held it under the old key).
+// the pin withdrawn. The placeholder keeps its claim's key (placeholderKey)
+// and changes it only while it alone holds the address.
 func hold(s snapshot, p *plan) {
 	ph := s.placeholders[s.ip]
 	if len(s.pinned) == 0 {
-		want := placeholder(s.address, s.ip, s.class.PoolName, s.namespace, "", nil)
+		want := placeholder(s.address, s.ip, s.class.PoolName, s.namespace, placeholderKey(s, ph), nil)
 		switch {
 		case ph == nil:
 			p.create = append(p.create, want)
@@ -233,7 +232,7 @@ func hold(s snapshot, p *plan) {
 	if len(active) == 0 {
 		// Every pin is withdrawn: MetalLB is taking the address back.
 		if ph == nil {
-			p.create = append(p.create, placeholder(s.address, s.ip, s.class.PoolName, s.namespace, "", nil))
+			p.create = append(p.create, placeholder(s.address, s.ip, s.class.PoolName, s.namespace, placeholderKey(s, nil), nil))
 		}
 		for _, o := range s.pinned {
 			p.letGo(o)
@@ -261,6 +260,23 @@ func (p *plan) letGo(old *corev1.Service) {
 	if svc := letGo(old); svc != nil {
 		p.update = append(p.update, svc)
 	}
+}
+
+// placeholderKey is the sharing key a placeholder carries at rest: its
+// claim's, from the moment it is bound, so that attaching never has to
+// change it and detaching never has to take it back. MetalLB refuses to
+// change the key of an address another Service holds — and it may hold it
+// in its own books before its status says so — which would take the
+// address from the placeholder. An address bound to no claim keeps the key
+// it has.
+func placeholderKey(s snapshot, ph *corev1.Service) string {
+	if ref := s.address.Spec.ClaimRef; ref != nil && ref.UID != "" {
+		return sharingKey(ref.UID)
+	}
+	if ph != nil {
+		return metallb.SharingKey(ph)
+	}
+	return ""
 }
 
 // soleHolder reports whether no Service but the placeholder holds the address.
