@@ -5,13 +5,15 @@
 ETCD_VERSION           := v3.6.16
 KUBERNETES_VERSION     := v1.37.2
 METALLB_VERSION        := v0.15.2
+HELM_VERSION           := v3.22.0
+CERT_MANAGER_VERSION   := v1.21.2
 CONTROLLER_GEN_VERSION := v0.23.0
 GOLANGCI_LINT_VERSION  := v2.15.0
 
 BIN            := $(CURDIR)/bin
 CONTROLLER_GEN := bin/controller-gen
 GOLANGCI_LINT  := bin/golangci-lint
-CONTROLPLANE   := bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/metallb-controller bin/metallb-crds
+CONTROLPLANE   := bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/metallb-controller bin/metallb-crds bin/helm bin/cert-manager-crds
 
 # test/controlplane finds etcd, kube-apiserver and kube-controller-manager here.
 export CONTROLPLANE_BIN := $(BIN)
@@ -60,6 +62,21 @@ bin/metallb-controller: tools/metallb/go.mod tools/metallb/go.sum ## Build Metal
 bin/metallb-crds: tools/metallb/go.mod tools/metallb/go.sum ## Copy MetalLB's CRDs from its module.
 	rm -rf $@ && mkdir -p $@
 	cp "$$(cd tools/metallb && go list -m -f '{{.Dir}}' go.universe.tf/metallb)"/config/crd/bases/*.yaml $@/
+	chmod -R u+w $@
+
+bin/helm: tools/helm/go.mod tools/helm/go.sum ## Build the Helm CLI from tools/helm (for test/charts).
+	@grep -q 'helm.sh/helm/v3 $(HELM_VERSION)' tools/helm/go.mod || \
+		{ echo "tools/helm/go.mod does not pin Helm $(HELM_VERSION); update HELM_VERSION or the module" >&2; exit 1; }
+	cd tools/helm && go build -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
+	@touch $@
+
+# cert-manager's CRDs are data in its module (test/charts applies the charts'
+# Issuer and Certificate); copied out of the module cache like MetalLB's.
+bin/cert-manager-crds: bin/.version-cert-manager-crds-$(CERT_MANAGER_VERSION) ## Copy cert-manager's CRDs from its module.
+	rm -rf $@ && mkdir -p $@
+	dir=$$(go mod download -json github.com/cert-manager/cert-manager@$(CERT_MANAGER_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
+		test -n "$$dir" || { echo "cannot download cert-manager $(CERT_MANAGER_VERSION)" >&2; exit 1; }; \
+		cp "$$dir"/deploy/crds/*.yaml $@/
 	chmod -R u+w $@
 
 define check-kube-version

@@ -1,0 +1,52 @@
+{{- define "address-controller.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "address-controller.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "address-controller.labels" -}}
+{{ include "address-controller.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "address-controller.serviceAccountName" -}}
+{{- .Values.serviceAccount.name | default (include "address-controller.fullname" .) -}}
+{{- end -}}
+
+{{- define "address-controller.webhookServiceName" -}}
+{{- printf "%s-webhook" (include "address-controller.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "address-controller.certificateName" -}}
+{{- printf "%s-serving-cert" (include "address-controller.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "address-controller.certSecretName" -}}
+{{- if .Values.certManager.enabled -}}
+{{- printf "%s-webhook-tls" (include "address-controller.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- required "webhook.certSecretName is required when certManager.enabled is false" .Values.webhook.certSecretName -}}
+{{- end -}}
+{{- end -}}
+
+{{/* A webhook's clientConfig: the chart's webhook Service at .path. */}}
+{{- define "address-controller.clientConfig" -}}
+clientConfig:
+  {{- if and (not .root.Values.certManager.enabled) .root.Values.webhook.caBundle }}
+  caBundle: {{ .root.Values.webhook.caBundle }}
+  {{- end }}
+  service:
+    name: {{ include "address-controller.webhookServiceName" .root }}
+    namespace: {{ .root.Release.Namespace }}
+    path: {{ .path }}
+    port: 443
+{{- end -}}

@@ -1,0 +1,148 @@
+package charts
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	"github.com/cozystack/address-controller/test/controlplane"
+)
+
+// Release namespaces and names the renders use. The defaults of both charts
+// assume these namespaces.
+const (
+	coreChart   = "address-controller"
+	driverChart = "metallb-iad"
+	coreNS      = "address-controller-system"
+	driverNS    = "metallb-iad-system"
+)
+
+// repoRoot returns the repository root or fails the test.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// helmBinary returns bin/helm's path; it skips the test without one unless
+// CI is set.
+func helmBinary(t *testing.T) string {
+	t.Helper()
+	bin, err := controlplane.BinDir()
+	p := filepath.Join(bin, "helm")
+	if err == nil {
+		_, err = os.Stat(p)
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("no helm: %v", err)
+		}
+		t.Skipf("no helm (make bin/helm): %v", err)
+	}
+	return p
+}
+
+// helm runs bin/helm with args and returns its standard output.
+func helm(t *testing.T, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(helmBinary(t), args...)
+	cmd.Dir = repoRoot(t)
+	// Keep helm away from the user's configuration and caches.
+	home := t.TempDir()
+	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("helm %v: %v\n%s%s", args, err, stdout.String(), stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+// render is `helm template` of charts/<chart> as release <chart> in ns,
+// CRDs included, decoded into objects.
+func render(t *testing.T, chart, ns string, args ...string) []*unstructured.Unstructured {
+	t.Helper()
+	out := helm(t, append([]string{"template", chart, filepath.Join("charts", chart), "--namespace", ns, "--include-crds"}, args...)...)
+	objs, err := decode(out)
+	if err != nil {
+		t.Fatalf("decoding helm template %s %v: %v\n%s", chart, args, err, out)
+	}
+	return objs
+}
+
+// decode splits a multi-document YAML stream into objects, skipping empty
+// documents.
+func decode(data []byte) ([]*unstructured.Unstructured, error) {
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	var objs []*unstructured.Unstructured
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return objs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		js, err := yaml.YAMLToJSON(doc)
+		if err != nil {
+			return nil, err
+		}
+		if s := string(bytes.TrimSpace(js)); s == "null" || s == "{}" {
+			continue
+		}
+		// Unstructured's own decoding: whole numbers become int64.
+		o := &unstructured.Unstructured{}
+		if err := o.UnmarshalJSON(js); err != nil {
+			return nil, err
+		}
+		objs = append(objs, o)
+	}
+}
+
+// readFile reads a file relative to the repository root.
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// readObject reads the single object of a YAML file (relative to the root).
+func readObject(t *testing.T, path string) *unstructured.Unstructured {
+	t.Helper()
+	objs, err := decode(readFile(t, path))
+	if err != nil || len(objs) != 1 {
+		t.Fatalf("%s: want one object, got %d (%v)", path, len(objs), err)
+	}
+	return objs[0]
+}
+
+// find returns the rendered object of a kind and name, failing when there is
+// not exactly one.
+func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
+	t.Helper()
+	var found []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			found = append(found, o)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want one %s %s, rendered %d", kind, name, len(found))
+	}
+	return found[0]
+}

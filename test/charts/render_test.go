@@ -1,0 +1,192 @@
+package charts
+
+import (
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func TestLint(t *testing.T) {
+	for _, chart := range []string{coreChart, driverChart} {
+		dir := filepath.Join("charts", chart)
+		helm(t, "lint", "--strict", dir)
+		helm(t, "lint", "--strict", dir, "-f", filepath.Join(dir, "values-cozystack.yaml"))
+	}
+	helm(t, "lint", "--strict", filepath.Join("charts", driverChart), "--set", "vapOnly=true")
+	helm(t, "lint", "--strict", filepath.Join("charts", coreChart),
+		"--set", "certManager.enabled=false,webhook.certSecretName=webhook-tls,webhook.caBundle=Zm9v")
+}
+
+// rules returns an object's rules field.
+func rules(t *testing.T, o *unstructured.Unstructured) []any {
+	t.Helper()
+	r, ok, err := unstructured.NestedSlice(o.Object, "rules")
+	if err != nil || !ok {
+		t.Fatalf("%s %s has no rules (%v)", o.GetKind(), o.GetName(), err)
+	}
+	return r
+}
+
+// The charts' ClusterRoles grant exactly what controller-gen generates from
+// each binary's RBAC markers.
+func TestClusterRolesMatchGenerated(t *testing.T) {
+	core := find(t, render(t, coreChart, coreNS), "ClusterRole", coreChart)
+	if want := readObject(t, "config/rbac/role.yaml"); !reflect.DeepEqual(rules(t, core), rules(t, want)) {
+		t.Errorf("charts/address-controller's ClusterRole rules differ from config/rbac/role.yaml:\n%v\n%v", rules(t, core), rules(t, want))
+	}
+	driver := find(t, render(t, driverChart, driverNS), "ClusterRole", driverChart)
+	if want := readObject(t, "config/rbac/metallb-iad/role.yaml"); !reflect.DeepEqual(rules(t, driver), rules(t, want)) {
+		t.Errorf("charts/metallb-iad's ClusterRole rules differ from config/rbac/metallb-iad/role.yaml:\n%v\n%v", rules(t, driver), rules(t, want))
+	}
+}
+
+// The charts' webhooks are config/webhook/manifests.yaml's but for
+// clientConfig, which names the chart's Service.
+func TestWebhooksMatchGenerated(t *testing.T) {
+	objs := render(t, coreChart, coreNS)
+	generated, err := decode(readFile(t, "config/webhook/manifests.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range generated {
+		got := find(t, objs, want.GetKind(), coreChart)
+		if ann := got.GetAnnotations()["cert-manager.io/inject-ca-from"]; ann != coreNS+"/address-controller-serving-cert" {
+			t.Errorf("%s: inject-ca-from = %q", want.GetKind(), ann)
+		}
+		gotHooks, _, _ := unstructured.NestedSlice(got.Object, "webhooks")
+		wantHooks, _, _ := unstructured.NestedSlice(want.Object, "webhooks")
+		if len(gotHooks) != len(wantHooks) {
+			t.Fatalf("%s: %d webhooks, config/webhook has %d", want.GetKind(), len(gotHooks), len(wantHooks))
+		}
+		for i := range wantHooks {
+			g, w := gotHooks[i].(map[string]any), wantHooks[i].(map[string]any)
+			svc := g["clientConfig"].(map[string]any)["service"].(map[string]any)
+			if svc["name"] != "address-controller-webhook" || svc["namespace"] != coreNS || svc["port"] != int64(443) {
+				t.Errorf("%s: clientConfig.service = %v", g["name"], svc)
+			}
+			if want := w["clientConfig"].(map[string]any)["service"].(map[string]any)["path"]; svc["path"] != want {
+				t.Errorf("%s: path %v, want %v", g["name"], svc["path"], want)
+			}
+			delete(g, "clientConfig")
+			delete(w, "clientConfig")
+			if !reflect.DeepEqual(g, w) {
+				t.Errorf("webhook %d of %s differs from config/webhook:\n%v\n%v", i, want.GetKind(), g, w)
+			}
+		}
+	}
+}
+
+// With default values (release metallb-iad in metallb-iad-system) the
+// service-pins objects equal policies/'s files, bar the chart's labels.
+func TestServicePinsDefaultsMatchFiles(t *testing.T) {
+	objs := render(t, driverChart, driverNS)
+	for _, file := range []string{"metallb-iad-service-pins.yaml", "metallb-iad-service-pins-binding.yaml", "metallb-iad-service-pins-params.yaml"} {
+		want := readObject(t, filepath.Join("policies", file))
+		got := find(t, objs, want.GetKind(), want.GetName())
+		got = got.DeepCopy()
+		got.SetLabels(nil)
+		if !reflect.DeepEqual(got.Object, want.Object) {
+			t.Errorf("rendered %s differs from policies/%s:\n%v\n%v", want.GetKind(), file, got.Object, want.Object)
+		}
+	}
+}
+
+func TestServicePinsValues(t *testing.T) {
+	objs := render(t, driverChart, driverNS, "--set", "admissionPolicy.validationActions={Warn,Audit}")
+	actions, _, _ := unstructured.NestedStringSlice(find(t, objs, "ValidatingAdmissionPolicyBinding", "metallb-iad-service-pins").Object, "spec", "validationActions")
+	if !reflect.DeepEqual(actions, []string{"Warn", "Audit"}) {
+		t.Errorf("validationActions = %v, want [Warn Audit]", actions)
+	}
+
+	objs = render(t, driverChart, "cozy-metallb-iad", "-f", "charts/metallb-iad/values-cozystack.yaml",
+		"--set", "admissionPolicy.namespaceLabel=example.com/tenant,admissionPolicy.allowedGroups={admins}")
+	binding := find(t, objs, "ValidatingAdmissionPolicyBinding", "metallb-iad-service-pins")
+	if ns, _, _ := unstructured.NestedString(binding.Object, "spec", "paramRef", "namespace"); ns != "cozy-metallb-iad" {
+		t.Errorf("paramRef.namespace = %q", ns)
+	}
+	exprs, _, _ := unstructured.NestedSlice(binding.Object, "spec", "matchResources", "namespaceSelector", "matchExpressions")
+	if len(exprs) != 1 || exprs[0].(map[string]any)["key"] != "example.com/tenant" {
+		t.Errorf("namespaceSelector = %v", exprs)
+	}
+	params := find(t, objs, "ConfigMap", "metallb-iad-service-pins")
+	if params.GetNamespace() != "cozy-metallb-iad" {
+		t.Errorf("params in %q", params.GetNamespace())
+	}
+	data, _, _ := unstructured.NestedStringMap(params.Object, "data")
+	if want := map[string]string{
+		"allowedUsernames": "system:serviceaccount:cozy-metallb-iad:metallb-iad\n",
+		"allowedGroups":    "admins\n",
+	}; !reflect.DeepEqual(data, want) {
+		t.Errorf("params = %q, want %q", data, want)
+	}
+	args := containerArgs(t, find(t, objs, "Deployment", driverChart))
+	for _, want := range []string{"--metallb-namespace=cozy-metallb", "--namespace=cozy-metallb-iad", "--leader-election-namespace=cozy-metallb-iad"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("driver args %v lack %s", args, want)
+		}
+	}
+
+	objs = render(t, driverChart, driverNS, "--set", "vapOnly=true")
+	var kinds []string
+	for _, o := range objs {
+		kinds = append(kinds, o.GetKind())
+	}
+	if len(objs) != 3 {
+		t.Errorf("vapOnly rendered %v, want the policy, its binding and params", kinds)
+	}
+	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap"} {
+		find(t, objs, kind, "metallb-iad-service-pins")
+	}
+}
+
+func TestCoreValues(t *testing.T) {
+	objs := render(t, coreChart, "cozy-address-controller", "-f", "charts/address-controller/values-cozystack.yaml")
+	args := containerArgs(t, find(t, objs, "Deployment", coreChart))
+	for _, want := range []string{
+		"--leader-elect", "--leader-election-namespace=cozy-address-controller", "--metrics-bind-address=:8443",
+		"--health-probe-bind-address=:8081", "--webhook-port=9443", "--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs",
+		"--driver-usernames=system:serviceaccount:cozy-metallb-iad:metallb-iad",
+	} {
+		if !slices.Contains(args, want) {
+			t.Errorf("core args %v lack %s", args, want)
+		}
+	}
+	for _, name := range []string{"address-controller-claims-edit", "address-controller-claims-view"} {
+		role := find(t, objs, "ClusterRole", name)
+		r := rules(t, role)
+		if len(r) != 1 || !reflect.DeepEqual(r[0].(map[string]any)["resources"], []any{"ipaddressclaims"}) {
+			t.Errorf("%s rules = %v", name, r)
+		}
+	}
+
+	objs = render(t, coreChart, coreNS, "--set", "certManager.enabled=false,webhook.certSecretName=webhook-tls,webhook.caBundle=Zm9v,serviceMonitor.enabled=true")
+	for _, o := range objs {
+		if o.GetAPIVersion() == "cert-manager.io/v1" {
+			t.Errorf("certManager.enabled=false rendered %s %s", o.GetKind(), o.GetName())
+		}
+	}
+	find(t, objs, "ServiceMonitor", coreChart)
+	hooks, _, _ := unstructured.NestedSlice(find(t, objs, "ValidatingWebhookConfiguration", coreChart).Object, "webhooks")
+	for _, h := range hooks {
+		if ca := h.(map[string]any)["clientConfig"].(map[string]any)["caBundle"]; ca != "Zm9v" {
+			t.Errorf("caBundle = %v", ca)
+		}
+	}
+	vols, _, _ := unstructured.NestedSlice(find(t, objs, "Deployment", coreChart).Object, "spec", "template", "spec", "volumes")
+	if len(vols) != 1 || vols[0].(map[string]any)["secret"].(map[string]any)["secretName"] != "webhook-tls" {
+		t.Errorf("volumes = %v", vols)
+	}
+}
+
+func containerArgs(t *testing.T, deploy *unstructured.Unstructured) []string {
+	t.Helper()
+	containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+	if len(containers) != 1 {
+		t.Fatalf("%d containers", len(containers))
+	}
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	return args
+}
