@@ -397,3 +397,41 @@ func TestDriver_10_AutoClaimedServiceGetsAnAddress(t *testing.T) {
 	e.service("next", map[string]string{metallbiad.AnnotationLoadBalancerIPs: ip})
 	e.heldBy(e.ns, "next", ip)
 }
+
+// Adopting an address a Service already holds: an admin pinned a Service
+// to an address of a driver's pool directly; the Service's own pin gives
+// way to a claim naming that address, and MetalLB never takes the address
+// from the Service on the way.
+func TestDriver_AdoptAnAddressAServiceHolds(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), v1alpha1.ReclaimRetain)
+	ip := e.v4(5)
+	svc := e.service("legacy", map[string]string{metallbiad.AnnotationLoadBalancerIPs: ip})
+	e.heldBy(e.ns, "legacy", ip)
+	w := e.watchHolders(ip, e.ns+"/legacy", driverNamespace+"/"+nameOf(ip))
+
+	// 1. The Service names the claim instead of pinning the address itself.
+	e.update(svc, func() {
+		delete(svc.Annotations, metallbiad.AnnotationLoadBalancerIPs)
+		svc.Annotations[v1alpha1.AnnotationIPAddressClaim] = "legacy"
+	})
+	// 2. The address enters the ledger, pre-bound to the claim.
+	e.createAddress(ip, class, preBound(e.ns, "legacy"))
+	// 3. The claim asks for exactly that address.
+	e.createClaim("legacy", class, addressName(nameOf(ip)))
+
+	e.claimBoundTo("legacy", nameOf(ip))
+	e.eventually(func(g Gomega) {
+		var got corev1.Service
+		g.Expect(k8s.Get(e.ctx, client.ObjectKeyFromObject(svc), &got)).To(Succeed())
+		g.Expect(got.Annotations).To(HaveKeyWithValue(metallbiad.AnnotationPinned, ip), "the driver's pin now")
+		a := e.getAddress(g, nameOf(ip))
+		g.Expect(a.Status.Phase).To(Equal(v1alpha1.AddressBound))
+		g.Expect(a.Status.AssociatedTo).To(Equal(&v1alpha1.WorkloadReference{Kind: "Service", Namespace: e.ns, Name: "legacy"}))
+	})
+	e.heldBy(e.ns, "legacy", ip)
+	var all v1alpha1.IPAddressList
+	e.g.Expect(k8s.List(e.ctx, &all, client.MatchingFields{"spec.className": class})).To(Succeed())
+	e.g.Expect(all.Items).To(HaveLen(1), "nothing else allocated")
+	w.check(t)
+}
