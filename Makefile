@@ -109,7 +109,7 @@ CORE_PACKAGES   := internal/core internal/reconcile/claim internal/reconcile/add
 DRIVER_PACKAGES := internal/driver internal/reconcile/pool internal/reconcile/provision internal/reconcile/hold
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd), RBAC (config/rbac) and webhook configurations (config/webhook).
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd), RBAC (config/rbac), webhook configurations (config/webhook) and docs/api.md.
 	$(CONTROLLER_GEN) object paths=./api/...
 	@# Remove earlier output first so a deleted type does not leave a stale CRD behind.
 	@rm -f config/crd/local.sdn.cozystack.io_*.yaml config/rbac/role.yaml config/rbac/metallb-iad/role.yaml config/webhook/manifests.yaml
@@ -117,6 +117,7 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd), RBAC
 	$(CONTROLLER_GEN) rbac:roleName=address-controller $(CORE_PACKAGES:%=paths=./%) output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) rbac:roleName=metallb-iad $(DRIVER_PACKAGES:%=paths=./%) output:rbac:artifacts:config=config/rbac/metallb-iad
 	$(CONTROLLER_GEN) webhook paths=./internal/webhook/... output:webhook:artifacts:config=config/webhook
+	go run ./test/apidocs config/crd docs/api.md
 
 # Fingerprints api/ and config/ before and after `generate`: any difference
 # means the generated files do not match their sources. Comparing the working
@@ -125,7 +126,7 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd), RBAC
 .PHONY: verify
 verify: $(CONTROLLER_GEN) ## Fail if generated files are stale or go.mod/go.sum are not tidy.
 	@before=$$(mktemp); after=$$(mktemp); trap 'rm -f $$before $$after' EXIT; \
-	fingerprint() { find api config -type f -exec sha256sum {} + 2>/dev/null | sort -k2; }; \
+	fingerprint() { find api config docs/api.md -type f -exec sha256sum {} + 2>/dev/null | sort -k2; }; \
 	fingerprint >$$before; \
 	$(MAKE) --no-print-directory generate || exit 1; \
 	fingerprint >$$after; \
