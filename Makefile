@@ -119,7 +119,7 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd), RBAC
 	$(CONTROLLER_GEN) webhook paths=./internal/webhook/... output:webhook:artifacts:config=config/webhook
 	go run ./test/apidocs config/crd docs/api.md
 
-# Fingerprints api/ and config/ before and after `generate`: any difference
+# Fingerprints api/, config/ and docs/api.md before and after `generate`: any difference
 # means the generated files do not match their sources. Comparing the working
 # tree with itself (rather than with git's index) keeps this usable while
 # sources are still uncommitted; on a clean checkout it is the same check.

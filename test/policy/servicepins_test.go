@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -98,36 +97,15 @@ func loadBalancer(namespace, name string) *corev1.Service {
 	}
 }
 
-// warnings records the warnings a client is sent.
-type warnings struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.list = append(w.list, text)
-}
-
-// take returns the warnings received since the last take.
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	l := w.list
-	w.list = nil
-	return l
-}
-
 // identity is a client acting as one principal, with its warnings.
 type identity struct {
 	name     string
 	cs       kubernetes.Interface
-	warnings *warnings
+	warnings *controlplane.Warnings
 }
 
 func newIdentity(g Gomega, name string, config *rest.Config) identity {
-	w := &warnings{}
+	w := &controlplane.Warnings{}
 	config = rest.CopyConfig(config)
 	config.WarningHandler = w
 	cs, err := kubernetes.NewForConfig(config)
@@ -254,7 +232,7 @@ func TestServicePins_EnforcedByKubeAPIServer(t *testing.T) {
 	waitStart := time.Now()
 	g.Eventually(func() error { return probe(tenant) }).Should(MatchError(denial("probe", reservedFields[1].path)))
 	t.Logf("policy effective %s after it was created", time.Since(waitStart).Round(time.Millisecond))
-	tenant.warnings.take()
+	tenant.warnings.Take()
 
 	t.Run("a tenant cannot set, change or remove a reserved field in a host namespace", func(t *testing.T) {
 		for i, f := range reservedFields {
@@ -300,7 +278,7 @@ func TestServicePins_EnforcedByKubeAPIServer(t *testing.T) {
 				v, ok := f.get(stored)
 				g.Expect(ok && v == f.first).To(BeTrue(), "%s is %q (present %v), want the admin's %q", f.path, v, ok, f.first)
 				g.Expect(stored.Spec.Ports).To(HaveLen(2))
-				g.Expect(tenant.warnings.take()).To(BeEmpty())
+				g.Expect(tenant.warnings.Take()).To(BeEmpty())
 			})
 		}
 	})
@@ -322,7 +300,7 @@ func TestServicePins_EnforcedByKubeAPIServer(t *testing.T) {
 					}
 					g.Expect(services.edit(ctx, name, func(s *corev1.Service) { f.unset(s) })).To(Succeed(), "%s removes", who.name)
 					g.Expect(services.edit(ctx, name, func(s *corev1.Service) { f.set(s, f.first) })).To(Succeed(), "%s sets on update", who.name)
-					g.Expect(who.warnings.take()).To(BeEmpty())
+					g.Expect(who.warnings.Take()).To(BeEmpty())
 				}
 			})
 		}
@@ -379,13 +357,13 @@ func TestServicePins_EnforcedByKubeAPIServer(t *testing.T) {
 		_, err = admin.cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Update(ctx, b, metav1.UpdateOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Eventually(func() error { return probe(tenant) }).Should(Succeed())
-		tenant.warnings.take()
+		tenant.warnings.Take()
 
 		f := reservedFields[0]
 		services := typedServices{tenant.cs.CoreV1().Services(hostNamespace)}
 		g.Expect(services.edit(ctx, "tenant-0", func(s *corev1.Service) { f.set(s, "198.51.100.99") })).To(Succeed())
 		message := strings.TrimPrefix(denial("tenant-0", f.path), `services "tenant-0" is forbidden: ValidatingAdmissionPolicy 'metallb-iad-service-pins' with binding 'metallb-iad-service-pins' denied request: `)
-		g.Expect(tenant.warnings.take()).To(ConsistOf(
+		g.Expect(tenant.warnings.Take()).To(ConsistOf(
 			"Validation failed for ValidatingAdmissionPolicy 'metallb-iad-service-pins' with binding 'metallb-iad-service-pins': " + message))
 		stored, err := services.Get(ctx, "tenant-0", metav1.GetOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
@@ -393,7 +371,7 @@ func TestServicePins_EnforcedByKubeAPIServer(t *testing.T) {
 
 		// A write touching no reserved field draws no warning.
 		g.Expect(services.edit(ctx, "tenant-0", func(s *corev1.Service) { s.Labels["tier"] = "backend" })).To(Succeed())
-		g.Expect(tenant.warnings.take()).To(BeEmpty())
+		g.Expect(tenant.warnings.Take()).To(BeEmpty())
 	})
 }
 

@@ -171,14 +171,14 @@ func TestWebhooks(t *testing.T) {
 
 	t.Run("a claim naming a missing class is admitted with a warning", func(t *testing.T) {
 		g := NewWithT(t)
-		warned := &warnings{}
+		warned := &controlplane.Warnings{}
 		cfg := rest.CopyConfig(w.cp.Config)
 		cfg.WarningHandler = warned
 		c, err := client.New(cfg, client.Options{Scheme: scheme})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(c.Create(ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "later"},
 			Spec: v1alpha1.IPAddressClaimSpec{ClassName: "nonexistent"}})).To(Succeed())
-		g.Expect(warned.String()).To(ContainSubstring("nonexistent"))
+		g.Expect(strings.Join(warned.Take(), "\n")).To(ContainSubstring("nonexistent"))
 	})
 
 	// An address of the default class binds the claim "web".
@@ -251,22 +251,4 @@ func TestWebhooks(t *testing.T) {
 		err := w.tenant.Create(ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "closed"}})
 		g.Expect(err).To(HaveOccurred(), "failurePolicy Fail: our kinds fail closed")
 	})
-}
-
-// warnings collects the warnings the API server returns.
-type warnings struct {
-	mu    sync.Mutex
-	texts []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.texts = append(w.texts, text)
-}
-
-func (w *warnings) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.Join(w.texts, "\n")
 }
