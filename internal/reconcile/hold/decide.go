@@ -89,19 +89,19 @@ func decide(s snapshot) plan {
 	return p
 }
 
-// teardown (§7.4): withdraw the driver's pins of the address and release
-// its placeholder, then let the address go. MetalLB frees the address on
-// its own time; until it does, the allocator counts it as taken.
+// teardown (§7.4): take the address back from every Service the driver
+// pinned it to, release its placeholder, then let the address go. Taking it
+// back is a detach (hold): MetalLB keeps an address on its only holder when
+// the pin goes, so the placeholder shares it first and the Service's pin is
+// withdrawn only then; once MetalLB has dropped it from the Service the
+// placeholder goes too, and nothing is left in MetalLB's books.
 func teardown(s snapshot, p *plan) {
 	if !controllerutil.ContainsFinalizer(s.address, metallb.FinalizerTeardown) {
 		return
 	}
-	for _, svc := range s.pinned {
-		if rest := without(svc, s.ip); rest != "" {
-			p.update = append(p.update, pin(svc, rest, metallb.SharingKey(svc)))
-		} else {
-			p.update = append(p.update, release(svc))
-		}
+	if len(s.pinned) > 0 {
+		hold(s, p)
+		return
 	}
 	if ph := s.placeholders[s.ip]; ph != nil {
 		p.remove = append(p.remove, ph)

@@ -2,7 +2,6 @@ package hold
 
 import (
 	"maps"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -91,13 +90,6 @@ func letGo(svc *corev1.Service) *corev1.Service {
 		}
 	}
 	return release(svc)
-}
-
-// without is the driver's pin of svc less ip, formatted; empty when
-// nothing is left.
-func without(svc *corev1.Service, ip netip.Addr) string {
-	ips := slices.DeleteFunc(metallb.DriverPinned(svc), func(x netip.Addr) bool { return x == ip })
-	return metallb.FormatIPs(ips)
 }
 
 // shares reports whether placeholder p can share its address with peer
