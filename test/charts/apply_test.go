@@ -6,14 +6,28 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/test/controlplane"
 )
+
+var scheme = apiruntime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+}
 
 // certManagerCRDs is cert-manager's CRD directory under the control plane's
 // bin directory (make bin/cert-manager-crds).
@@ -84,5 +98,76 @@ func TestRendersApply(t *testing.T) {
 				}
 			}
 		})
+	}
+	t.Run("a namespace admin can claim but cannot write status or cluster-scoped objects", func(t *testing.T) {
+		tenantRoles(ctx, t, cp, c)
+	})
+}
+
+// tenantRoles checks the access the core chart's aggregated roles give,
+// through the built-in roles (kube-controller-manager aggregates them):
+// admin creates claims, view reads them, neither writes status, addresses
+// or classes.
+func tenantRoles(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, admin client.Client) {
+	const ns = "tenant-roles"
+	// The renders registered webhooks no server answers here: what is
+	// tested is RBAC.
+	for _, obj := range []client.Object{&admissionregistrationv1.MutatingWebhookConfiguration{}, &admissionregistrationv1.ValidatingWebhookConfiguration{}} {
+		if err := admin.DeleteAllOf(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	for user, role := range map[string]string{"tenant": "admin", "viewer": "view"} {
+		rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: user}}}
+		if err := admin.Create(ctx, rb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := func(user string) client.Client {
+		cfg := rest.CopyConfig(cp.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+		c, err := client.New(cfg, client.Options{Scheme: scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	tenant, viewer := as("tenant"), as("viewer")
+	claim := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: v1alpha1.IPAddressClaimSpec{ClassName: "public", Family: v1alpha1.IPv4}}
+	// The aggregation controller takes a moment to extend admin.
+	deadline := time.Now().Add(30 * time.Second)
+	for err := tenant.Create(ctx, claim); err != nil; err = tenant.Create(ctx, claim) {
+		if !apierrors.IsForbidden(err) || time.Now().After(deadline) {
+			t.Fatalf("a namespace admin creates a claim: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var claims v1alpha1.IPAddressClaimList
+	if err := viewer.List(ctx, &claims, client.InNamespace(ns)); err != nil || len(claims.Items) != 1 {
+		t.Errorf("a viewer lists claims: %d, %v", len(claims.Items), err)
+	}
+	forbidden := map[string]error{
+		"an admin writes claim status": func() error {
+			c := claim.DeepCopy()
+			c.Status.Phase = v1alpha1.ClaimBound
+			return tenant.Status().Update(ctx, c)
+		}(),
+		"an admin creates an IPAddress": tenant.Create(ctx, &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "ip-203-0-113-1"},
+			Spec: v1alpha1.IPAddressSpec{Address: "203.0.113.1", ClassName: "public", Source: v1alpha1.AddressSource{FromClass: &v1alpha1.FromClassSource{}}}}),
+		"an admin lists classes":   tenant.List(ctx, &v1alpha1.IPAddressClassList{}),
+		"an admin lists addresses": tenant.List(ctx, &v1alpha1.IPAddressList{}),
+		"a viewer creates a claim": viewer.Create(ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"},
+			Spec: v1alpha1.IPAddressClaimSpec{ClassName: "public"}}),
+	}
+	for what, err := range forbidden {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s: want Forbidden, got %v", what, err)
+		}
 	}
 }
