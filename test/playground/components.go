@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cozystack/address-controller/policies"
 	"github.com/cozystack/address-controller/test/controlplane"
@@ -77,7 +81,12 @@ func components(root, dir, kubeconfig string, wh *controlplane.Webhooks) []compo
 				"--webhook-cert-dir=" + wh.CertDir,
 				"--driver-usernames=system:serviceaccount:" + driverNamespace + ":" + driverAccount,
 			},
-			setup: identity(coreNamespace, coreAccount, filepath.Join(root, "config", "rbac", "role.yaml"), coreKubeconfig),
+			setup: func(ctx context.Context, cp *controlplane.ControlPlane) error {
+				if err := installTenantRoles(ctx, cp, root); err != nil {
+					return err
+				}
+				return identity(coreNamespace, coreAccount, filepath.Join(root, "config", "rbac", "role.yaml"), coreKubeconfig)(ctx, cp)
+			},
 			started: func(ctx context.Context, cp *controlplane.ControlPlane) error {
 				if err := waitForTLS(ctx, net.JoinHostPort(wh.Host, strconv.Itoa(wh.Port))); err != nil {
 					return err
@@ -164,4 +173,33 @@ func waitForTLS(ctx context.Context, addr string) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// installTenantRoles applies the core chart's ClusterRoles that aggregate
+// claim access into the built-in admin, edit and view roles, rendered by
+// bin/helm from charts/address-controller: tenants get what they get in a
+// cluster.
+func installTenantRoles(ctx context.Context, cp *controlplane.ControlPlane, root string) error {
+	out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "helm"), "template", "address-controller",
+		filepath.Join(root, "charts", "address-controller"), "--show-only", "templates/aggregated-roles.yaml").Output()
+	if err != nil {
+		return fmt.Errorf("rendering the tenant roles with bin/helm: %w", err)
+	}
+	c, err := client.New(cp.Config, client.Options{})
+	if err != nil {
+		return err
+	}
+	for _, doc := range strings.Split(string(out), "\n---") {
+		var role rbacv1.ClusterRole
+		if err := yaml.Unmarshal([]byte(doc), &role); err != nil {
+			return err
+		}
+		if role.Name == "" {
+			continue
+		}
+		if err := c.Create(ctx, &role); client.IgnoreAlreadyExists(err) != nil {
+			return fmt.Errorf("creating ClusterRole %s: %w", role.Name, err)
+		}
+	}
+	return nil
 }
