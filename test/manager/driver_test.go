@@ -3,7 +3,6 @@ package manager
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -13,14 +12,11 @@ import (
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/test/controlplane"
@@ -29,7 +25,7 @@ import (
 )
 
 // TestDriverBinary runs bin/manager and bin/metallb-iad as an operator
-// would, each as its own user bound to nothing but the ClusterRole
+// would, each as its own ServiceAccount bound to nothing but the ClusterRole
 // generated from its code's markers, with MetalLB's controller: what the
 // markers miss, this test misses too.
 func TestDriverBinary(t *testing.T) {
@@ -60,7 +56,13 @@ func TestDriverBinary(t *testing.T) {
 
 	run := func(name, role string, args ...string) {
 		t.Helper()
-		kubeconfig := asUser(ctx, t, cp, k8s, dir, name, filepath.Join(root, "config", "rbac", role))
+		// Each binary runs as a ServiceAccount of its namespace bound to its
+		// generated ClusterRole alone.
+		namespace := map[string]string{"manager": "address-controller-system", "metallb-iad": "metallb-iad-system"}[name]
+		kc, err := cp.ServiceAccount(ctx, namespace, name, filepath.Join(root, "config", "rbac", role), 3600)
+		g.Expect(err).NotTo(HaveOccurred())
+		kubeconfig := filepath.Join(dir, name+".kubeconfig")
+		g.Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
 		var out bytes.Buffer
 		p, err := proc.Start(name, build(t, dir, name), append([]string{"--kubeconfig=" + kubeconfig, "--leader-election-namespace=" + leaseNamespace}, args...), &out)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -125,24 +127,4 @@ func TestDriverBinary(t *testing.T) {
 		g.Expect(body).To(ContainSubstring(`metallb_iad_class_addresses{class="reserved",family="IPv4",pool="reserved",state="total"} 4`))
 		g.Expect(body).To(ContainSubstring(`metallb_iad_class_ready{class="reserved"} 1`))
 	}).Should(Succeed())
-}
-
-// asUser provisions a user named name, binds it to the ClusterRole in
-// roleFile and nothing else, and writes a kubeconfig for it.
-func asUser(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, k8s client.Client, dir, name, roleFile string) string {
-	t.Helper()
-	g := NewWithT(t)
-	raw, err := os.ReadFile(roleFile)
-	g.Expect(err).NotTo(HaveOccurred())
-	var role rbacv1.ClusterRole
-	g.Expect(yaml.Unmarshal(raw, &role)).To(Succeed())
-	g.Expect(k8s.Create(ctx, &role)).To(Succeed())
-	g.Expect(k8s.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: name}}})).To(Succeed())
-	_, kubeconfig, err := cp.AddUser(name, nil)
-	g.Expect(err).NotTo(HaveOccurred())
-	path := filepath.Join(dir, fmt.Sprintf("%s.kubeconfig", name))
-	g.Expect(os.WriteFile(path, kubeconfig, 0o600)).To(Succeed())
-	return path
 }

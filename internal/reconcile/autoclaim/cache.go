@@ -5,10 +5,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/metallb"
 )
 
 // keptAnnotations are the Service annotations auto-claim reads.
-var keptAnnotations = append([]string{v1alpha1.AnnotationIPAddressClaim, v1alpha1.AnnotationIPAddressClass, v1alpha1.AnnotationAutoClaim}, backendAnnotations...)
+var keptAnnotations = append([]string{v1alpha1.AnnotationIPAddressClaim, v1alpha1.AnnotationIPAddressClass, v1alpha1.AnnotationAutoClaim}, metallb.BackendAnnotations...)
 
 // TransformService keeps of a Service only what auto-claim reads. Services
 // are the most numerous objects the core watches; caching whole ones (ports,

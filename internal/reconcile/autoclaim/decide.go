@@ -10,14 +10,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/metallb"
 )
-
-// backendAnnotations are MetalLB's pool, pin and sharing annotations: a
-// Service carrying one has chosen its address source.
-var backendAnnotations = []string{
-	"metallb.io/loadBalancerIPs", "metallb.io/address-pool", "metallb.io/allow-shared-ip",
-	"metallb.universe.tf/loadBalancerIPs", "metallb.universe.tf/address-pool", "metallb.universe.tf/allow-shared-ip",
-}
 
 // snapshot is everything one pass decides on.
 type snapshot struct {
@@ -86,7 +80,7 @@ func excluded(svc *corev1.Service) string {
 	case len(svc.Status.LoadBalancer.Ingress) > 0:
 		return "already has an address"
 	}
-	for _, k := range backendAnnotations {
+	for _, k := range metallb.BackendAnnotations {
 		if _, ok := a[k]; ok {
 			return "chose its address source with " + k
 		}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/metallb"
 )
 
 func newService(mods ...func(*corev1.Service)) *corev1.Service {
@@ -90,7 +91,7 @@ func TestDecide(t *testing.T) {
 		{"10-5 a namesake claim it does not control is never adopted", newService(), public,
 			&v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web"}}, outcome{events: []string{"Warning ClaimNotAdopted"}}},
 	}
-	for _, k := range backendAnnotations {
+	for _, k := range metallb.BackendAnnotations {
 		tests = append(tests, struct {
 			name    string
 			svc     *corev1.Service

@@ -67,7 +67,6 @@ const conflictRetry = 50 * time.Millisecond
 // Reconciler holds the driver's addresses in MetalLB's books.
 type Reconciler struct {
 	Client   client.Client
-	Books    metallb.Books
 	Classes  *metallb.Classes
 	Recorder *recorder.Recorder
 	// Namespace is where placeholders live.
