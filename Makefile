@@ -13,7 +13,7 @@ GOLANGCI_LINT_VERSION  := v2.15.0
 BIN            := $(CURDIR)/bin
 CONTROLLER_GEN := bin/controller-gen
 GOLANGCI_LINT  := bin/golangci-lint
-CONTROLPLANE   := bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/metallb-controller bin/metallb-crds bin/helm bin/cert-manager-crds
+CONTROLPLANE   := bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/metallb-controller bin/metallb-crds bin/helm bin/cert-manager-crds bin/cainjector
 
 # test/controlplane finds etcd, kube-apiserver and kube-controller-manager here.
 export CONTROLPLANE_BIN := $(BIN)
@@ -82,6 +82,14 @@ bin/cert-manager-crds: bin/.version-cert-manager-crds-$(CERT_MANAGER_VERSION) ##
 		cp "$$dir"/deploy/crds/*.yaml $@/
 	chmod -R u+w $@
 
+# cert-manager's CA injector, from its module's pkg/controller/cainjector
+# (test/charts checks that it fills the core chart's webhook configurations).
+bin/cainjector: tools/cainjector/go.mod tools/cainjector/go.sum tools/cainjector/main.go ## Build cert-manager's CA injector from tools/cainjector.
+	@grep -q 'github.com/cert-manager/cert-manager $(CERT_MANAGER_VERSION)' tools/cainjector/go.mod || \
+		{ echo "tools/cainjector/go.mod does not pin cert-manager $(CERT_MANAGER_VERSION); update CERT_MANAGER_VERSION or the module" >&2; exit 1; }
+	cd tools/cainjector && go build -o $(BIN)/cainjector .
+	@touch $@
+
 define check-kube-version
 grep -q 'k8s.io/kubernetes $(KUBERNETES_VERSION)' tools/kube/go.mod || \
 	{ echo "tools/kube/go.mod does not pin k8s.io/kubernetes $(KUBERNETES_VERSION); update KUBERNETES_VERSION or the module" >&2; exit 1; }
@@ -112,7 +120,7 @@ CORE_PACKAGES   := internal/core internal/reconcile/claim internal/reconcile/add
 DRIVER_PACKAGES := internal/driver internal/reconcile/pool internal/reconcile/provision internal/reconcile/hold
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd), RBAC (config/rbac), webhook configurations (config/webhook) and docs/api.md.
+generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd), RBAC (config/rbac), webhook configurations (config/webhook), docs/api.md and the vendored cert-manager chart.
 	$(CONTROLLER_GEN) object paths=./api/...
 	@# Remove earlier output first so a deleted type does not leave a stale CRD behind.
 	@rm -f config/crd/local.sdn.cozystack.io_*.yaml config/rbac/role.yaml config/rbac/metallb-iad/role.yaml config/webhook/manifests.yaml
@@ -121,15 +129,31 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd), RBAC
 	$(CONTROLLER_GEN) rbac:roleName=metallb-iad $(DRIVER_PACKAGES:%=paths=./%) output:rbac:artifacts:config=config/rbac/metallb-iad
 	$(CONTROLLER_GEN) webhook paths=./internal/webhook/... output:webhook:artifacts:config=config/webhook
 	go run ./test/apidocs config/crd docs/api.md
+	$(MAKE) --no-print-directory $(CERT_MANAGER_CHART)
 
-# Fingerprints api/, config/ and docs/api.md before and after `generate`: any difference
+# The core chart's optional cert-manager dependency (certManager.install),
+# vendored from cert-manager's module: its chart source there carries v0.0.0
+# placeholders that cert-manager's release tool stamps, and so does this.
+# Committed, so `helm install` from a checkout needs no chart repository.
+CERT_MANAGER_CHART := charts/address-controller/charts/cert-manager
+.PHONY: $(CERT_MANAGER_CHART)
+$(CERT_MANAGER_CHART):
+	rm -rf $@ && mkdir -p $@
+	dir=$$(go mod download -json github.com/cert-manager/cert-manager@$(CERT_MANAGER_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
+		test -n "$$dir" || { echo "cannot download cert-manager $(CERT_MANAGER_VERSION)" >&2; exit 1; }; \
+		cp -r "$$dir"/deploy/charts/cert-manager/templates "$$dir"/deploy/charts/cert-manager/values.yaml "$$dir"/deploy/charts/cert-manager/values.schema.json "$$dir"/LICENSE $@/ && \
+		sed 's/^\(version\|appVersion\): v0\.0\.0$$/\1: $(CERT_MANAGER_VERSION)/' "$$dir"/deploy/charts/cert-manager/Chart.yaml >$@/Chart.yaml
+	chmod -R u+w $@
+	@grep -q '^appVersion: $(CERT_MANAGER_VERSION)$$' $@/Chart.yaml || { echo "$@/Chart.yaml: no version placeholder stamped" >&2; exit 1; }
+
+# Fingerprints api/, config/, docs/api.md and the vendored chart before and after `generate`: any difference
 # means the generated files do not match their sources. Comparing the working
 # tree with itself (rather than with git's index) keeps this usable while
 # sources are still uncommitted; on a clean checkout it is the same check.
 .PHONY: verify
 verify: $(CONTROLLER_GEN) ## Fail if generated files are stale or go.mod/go.sum are not tidy.
 	@before=$$(mktemp); after=$$(mktemp); trap 'rm -f $$before $$after' EXIT; \
-	fingerprint() { find api config docs/api.md -type f -exec sha256sum {} + 2>/dev/null | sort -k2; }; \
+	fingerprint() { find api config docs/api.md $(CERT_MANAGER_CHART) -type f -exec sha256sum {} + 2>/dev/null | sort -k2; }; \
 	fingerprint >$$before; \
 	$(MAKE) --no-print-directory generate || exit 1; \
 	fingerprint >$$after; \

@@ -3,11 +3,14 @@ package charts
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -145,4 +148,38 @@ func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *u
 		t.Fatalf("want one %s %s, rendered %d", kind, name, len(found))
 	}
 	return found[0]
+}
+
+// hookWeight returns a Helm hook's weight and whether o is a hook at all.
+func hookWeight(t *testing.T, o *unstructured.Unstructured) (int, bool) {
+	t.Helper()
+	a := o.GetAnnotations()
+	if a["helm.sh/hook"] == "" {
+		return 0, false
+	}
+	w, err := strconv.Atoi(cmp.Or(a["helm.sh/hook-weight"], "0"))
+	if err != nil {
+		t.Fatalf("%s %s: hook weight: %v", o.GetKind(), o.GetName(), err)
+	}
+	return w, true
+}
+
+// installOrder orders a render as `helm install` creates it: the release's
+// objects as rendered, then its hooks by weight.
+func installOrder(t *testing.T, objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	t.Helper()
+	var release, hooks []*unstructured.Unstructured
+	for _, o := range objs {
+		if _, ok := hookWeight(t, o); ok {
+			hooks = append(hooks, o)
+		} else {
+			release = append(release, o)
+		}
+	}
+	slices.SortStableFunc(hooks, func(a, b *unstructured.Unstructured) int {
+		wa, _ := hookWeight(t, a)
+		wb, _ := hookWeight(t, b)
+		return wa - wb
+	})
+	return append(release, hooks...)
 }

@@ -1,12 +1,15 @@
 package charts
 
 import (
+	"math"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 )
 
 func TestLint(t *testing.T) {
@@ -18,6 +21,7 @@ func TestLint(t *testing.T) {
 	helm(t, "lint", "--strict", filepath.Join("charts", driverChart), "--set", "vapOnly=true")
 	helm(t, "lint", "--strict", filepath.Join("charts", coreChart),
 		"--set", "certManager.enabled=false,webhook.certSecretName=webhook-tls,webhook.caBundle=Zm9v")
+	helm(t, "lint", "--strict", filepath.Join("charts", coreChart), "--set", "certManager.install=true")
 }
 
 // rules returns an object's rules field.
@@ -178,6 +182,69 @@ func TestCoreValues(t *testing.T) {
 	vols, _, _ := unstructured.NestedSlice(find(t, objs, "Deployment", coreChart).Object, "spec", "template", "spec", "volumes")
 	if len(vols) != 1 || vols[0].(map[string]any)["secret"].(map[string]any)["secretName"] != "webhook-tls" {
 		t.Errorf("volumes = %v", vols)
+	}
+}
+
+// certManager.install adds cert-manager, at the version Chart.yaml pins, and
+// turns the Issuer and Certificate into hooks that run after cert-manager's
+// own post-install check; without it nothing of cert-manager is rendered.
+func TestCertManagerDependency(t *testing.T) {
+	type chart struct {
+		Version      string
+		Dependencies []struct{ Name, Version, Condition string }
+	}
+	var core, vendored chart
+	for path, into := range map[string]*chart{
+		"charts/address-controller/Chart.yaml":                     &core,
+		"charts/address-controller/charts/cert-manager/Chart.yaml": &vendored,
+	} {
+		if err := yaml.Unmarshal(readFile(t, path), into); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	if len(core.Dependencies) != 1 || core.Dependencies[0].Name != "cert-manager" || core.Dependencies[0].Condition != "certManager.install" {
+		t.Fatalf("dependencies = %+v", core.Dependencies)
+	}
+	version := core.Dependencies[0].Version
+	if vendored.Version != version {
+		t.Fatalf("vendored cert-manager chart is %s, Chart.yaml depends on %s: make generate", vendored.Version, version)
+	}
+
+	for _, o := range render(t, coreChart, coreNS) {
+		if _, ok := o.GetLabels()["app.kubernetes.io/instance"]; ok && strings.Contains(o.GetName(), "cert-manager") {
+			t.Errorf("certManager.install=false rendered %s %s", o.GetKind(), o.GetName())
+		}
+	}
+
+	objs := render(t, coreChart, coreNS, "--set", "certManager.install=true")
+	images := 0
+	lastOther := math.MinInt
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" && o.GetName() != coreChart {
+			images++
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			if image := containers[0].(map[string]any)["image"].(string); !strings.HasSuffix(image, ":"+version) {
+				t.Errorf("%s runs %s, want cert-manager %s", o.GetName(), image, version)
+			}
+		}
+		if w, ok := hookWeight(t, o); ok && o.GetAPIVersion() != "cert-manager.io/v1" && strings.Contains(o.GetAnnotations()["helm.sh/hook"], "post-install") {
+			lastOther = max(lastOther, w)
+		}
+	}
+	if images != 3 {
+		t.Errorf("want cert-manager's controller, cainjector and webhook Deployments, rendered %d", images)
+	}
+	find(t, objs, "CustomResourceDefinition", "certificates.cert-manager.io")
+	for _, kind := range []string{"Issuer", "Certificate"} {
+		for _, o := range objs {
+			if o.GetKind() != kind {
+				continue
+			}
+			w, ok := hookWeight(t, o)
+			if !ok || o.GetAnnotations()["helm.sh/hook"] != "post-install,post-upgrade" || w <= lastOther {
+				t.Errorf("%s %s: annotations %v, want a post-install,post-upgrade hook weighted above %d", kind, o.GetName(), o.GetAnnotations(), lastOther)
+			}
+		}
 	}
 }
 

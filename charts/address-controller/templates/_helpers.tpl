@@ -50,3 +50,18 @@ clientConfig:
     path: {{ .path }}
     port: 443
 {{- end -}}
+
+{{/*
+With cert-manager installed by this release (certManager.install), its CRDs
+and webhook exist only once the release's own objects are up: the Issuer and
+Certificate are then post-install/post-upgrade hooks, weighted after
+cert-manager's startupapicheck hook (weight 1), which waits for its webhook.
+*/}}
+{{- define "address-controller.certManagerHook" -}}
+{{- if .Values.certManager.install -}}
+annotations:
+  helm.sh/hook: post-install,post-upgrade
+  helm.sh/hook-weight: "10"
+  helm.sh/hook-delete-policy: before-hook-creation
+{{- end -}}
+{{- end -}}
