@@ -47,6 +47,32 @@ func TestClusterRolesMatchGenerated(t *testing.T) {
 	}
 }
 
+// Least privilege, as docs/operating.md states it: no role of either chart
+// names a wildcard or reads Secrets (the webhook certificate reaches the core
+// as a mounted volume, not through the API).
+func TestRolesHaveNoWildcardsOrSecrets(t *testing.T) {
+	for _, r := range []struct{ chart, ns string }{{coreChart, coreNS}, {driverChart, driverNS}} {
+		roles := 0
+		for _, o := range render(t, r.chart, r.ns) {
+			if o.GetKind() != "Role" && o.GetKind() != "ClusterRole" {
+				continue
+			}
+			roles++
+			for _, rule := range rules(t, o) {
+				for _, field := range []string{"apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs"} {
+					values, _, _ := unstructured.NestedStringSlice(rule.(map[string]any), field)
+					if slices.Contains(values, "*") || field == "resources" && slices.Contains(values, "secrets") {
+						t.Errorf("%s %s grants %s %v", o.GetKind(), o.GetName(), field, values)
+					}
+				}
+			}
+		}
+		if roles == 0 {
+			t.Errorf("%s rendered no roles", r.chart)
+		}
+	}
+}
+
 // The charts' webhooks are config/webhook/manifests.yaml's but for
 // clientConfig, which names the chart's Service.
 func TestWebhooksMatchGenerated(t *testing.T) {
