@@ -1,10 +1,19 @@
-// Package charts tests the Helm charts in charts/: that their copies of
-// generated or shipped files (CRDs, ClusterRole rules, webhooks, the
-// service-pins policy) have not drifted from the sources, that `helm lint`
-// passes, and that every object `helm template` renders — default values,
-// [Warn, Audit], vapOnly and the Cozystack values — is accepted by a real
-// API server through server-side apply.
+// Package charts tests what an operator installs: the Helm charts in
+// charts/ and the image they run.
 //
-// helm is bin/helm (make bin/helm); without it the tests that need it skip,
-// unless CI is set.
+//   - Drift: the charts' copies of generated or shipped files (CRDs,
+//     ClusterRole rules, webhooks, the service-pins policy) match their
+//     sources, and the vendored cert-manager dependency matches the version
+//     Chart.yaml pins.
+//   - Renders: `helm lint`, least-privilege roles, and every object
+//     `helm template` renders — default values, [Warn, Audit], vapOnly, the
+//     Cozystack values, cert-manager installed — accepted by a real API
+//     server through server-side apply.
+//   - Releases: both charts through Helm's install, upgrade and uninstall on
+//     a real API server, and cert-manager's CA injector filling the core
+//     chart's webhook configurations.
+//   - The image: both binaries build, static, from the Dockerfile's context.
+//
+// helm is bin/helm (make bin/helm) and the injector bin/cainjector; without
+// them the tests that need them skip, unless CI is set.
 package charts
