@@ -60,17 +60,25 @@ func helmBinary(t *testing.T) string {
 // helm runs bin/helm with args and returns its standard output.
 func helm(t *testing.T, args ...string) []byte {
 	t.Helper()
+	stdout, stderr, err := runHelm(t, args...)
+	if err != nil {
+		t.Fatalf("helm %v: %v\n%s%s", args, err, stdout, stderr)
+	}
+	return stdout
+}
+
+// runHelm runs bin/helm with args, away from the user's configuration and
+// caches.
+func runHelm(t *testing.T, args ...string) (stdout, stderr []byte, err error) {
+	t.Helper()
 	cmd := exec.Command(helmBinary(t), args...)
 	cmd.Dir = repoRoot(t)
-	// Keep helm away from the user's configuration and caches.
 	home := t.TempDir()
 	cmd.Env = append(os.Environ(), "HELM_CONFIG_HOME="+home, "HELM_CACHE_HOME="+home, "HELM_DATA_HOME="+home)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("helm %v: %v\n%s%s", args, err, stdout.String(), stderr.String())
-	}
-	return stdout.Bytes()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err = cmd.Run()
+	return out.Bytes(), errOut.Bytes(), err
 }
 
 // render is `helm template` of charts/<chart> as release <chart> in ns,

@@ -24,6 +24,29 @@ func TestLint(t *testing.T) {
 	helm(t, "lint", "--strict", filepath.Join("charts", coreChart), "--set", "certManager.install=true")
 }
 
+// Bad values fail the render with a message naming the value, before
+// anything reaches a cluster.
+func TestBadValuesNameTheField(t *testing.T) {
+	for _, tc := range []struct {
+		name, chart, set, want string
+	}{
+		{"1 a misspelt value", coreChart, "certManager.enable=true", "at '/certManager': additional properties 'enable' not allowed"},
+		{"2 no certificate source", coreChart, "certManager.enabled=false", "webhook.certSecretName is required when certManager.enabled is false"},
+		{"3 cert-manager installed but not used", coreChart, "certManager.install=true,certManager.enabled=false", "certManager.install needs certManager.enabled"},
+		{"4 negative replicas", coreChart, "replicas=-1", "at '/replicas'"},
+		{"5 an unknown pull policy", driverChart, "image.pullPolicy=Sometimes", "at '/image/pullPolicy'"},
+		{"6 an unknown validation action", driverChart, "admissionPolicy.validationActions={Block}", "at '/admissionPolicy/validationActions/0'"},
+		{"7 an empty validation action", driverChart, "admissionPolicy.validationActions={}", "at '/admissionPolicy/validationActions/0'"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, stderr, err := runHelm(t, "template", tc.chart, filepath.Join("charts", tc.chart), "--set", tc.set)
+			if err == nil || !strings.Contains(string(stderr), tc.want) {
+				t.Errorf("helm template --set %s: err %v, stderr %q; want an error naming %q", tc.set, err, stderr, tc.want)
+			}
+		})
+	}
+}
+
 // rules returns an object's rules field.
 func rules(t *testing.T, o *unstructured.Unstructured) []any {
 	t.Helper()

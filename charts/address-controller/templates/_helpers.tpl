@@ -31,6 +31,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 
 {{- define "address-controller.certSecretName" -}}
+{{- if and .Values.certManager.install (not .Values.certManager.enabled) -}}
+{{- fail "certManager.install needs certManager.enabled: the cert-manager it installs issues the webhook certificate" -}}
+{{- end -}}
 {{- if .Values.certManager.enabled -}}
 {{- printf "%s-webhook-tls" (include "address-controller.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
