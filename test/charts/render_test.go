@@ -47,6 +47,30 @@ func TestBadValuesNameTheField(t *testing.T) {
 	}
 }
 
+// With more than one replica, each chart's PodDisruptionBudget lets a drain
+// take one at a time, and selects exactly the Deployment's pods.
+func TestPodDisruptionBudgets(t *testing.T) {
+	for _, r := range []struct{ chart, ns string }{{coreChart, coreNS}, {driverChart, driverNS}} {
+		objs := render(t, r.chart, r.ns)
+		pdb := find(t, objs, "PodDisruptionBudget", r.chart)
+		podLabels, _, _ := unstructured.NestedStringMap(find(t, objs, "Deployment", r.chart).Object, "spec", "template", "metadata", "labels")
+		selector, _, _ := unstructured.NestedStringMap(pdb.Object, "spec", "selector", "matchLabels")
+		for k, v := range selector {
+			if podLabels[k] != v {
+				t.Errorf("%s: the PodDisruptionBudget selects %s=%s, the pods have %v", r.chart, k, v, podLabels)
+			}
+		}
+		if m, _, _ := unstructured.NestedInt64(pdb.Object, "spec", "maxUnavailable"); m != 1 || len(selector) == 0 {
+			t.Errorf("%s: maxUnavailable %d, selector %v", r.chart, m, selector)
+		}
+		for _, o := range render(t, r.chart, r.ns, "--set", "replicas=1") {
+			if o.GetKind() == "PodDisruptionBudget" {
+				t.Errorf("%s: one replica, yet a PodDisruptionBudget", r.chart)
+			}
+		}
+	}
+}
+
 // rules returns an object's rules field.
 func rules(t *testing.T, o *unstructured.Unstructured) []any {
 	t.Helper()
