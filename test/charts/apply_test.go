@@ -2,7 +2,6 @@ package charts
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -31,33 +30,14 @@ func init() {
 	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 }
 
-// certManagerCRDs is cert-manager's CRD directory under the control plane's
-// bin directory (make bin/cert-manager-crds).
-const certManagerCRDs = "cert-manager-crds"
-
 // Every object of every render is accepted by a real API server (with our
 // CRDs and cert-manager's) through server-side apply. The ServiceMonitor CRD
 // is not available, so serviceMonitor stays disabled here.
 func TestRendersApply(t *testing.T) {
 	helmBinary(t)
-	root := repoRoot(t)
-	bin, err := controlplane.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.Options{
-		CRDDirectoryPaths: []string{filepath.Join(root, "config", "crd"), filepath.Join(bin, certManagerCRDs)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cp.Stop() })
-	c, err := client.New(cp.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp, c := startControlPlane(ctx, t, "config/crd")
 
 	renders := []struct {
 		name, chart, ns string

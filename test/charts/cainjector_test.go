@@ -11,7 +11,6 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"math/big"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -23,13 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cozystack/address-controller/test/controlplane"
 	"github.com/cozystack/address-controller/test/proc"
 )
-
-// cainjector is cert-manager's CA injector under the control plane's bin
-// directory (make bin/cainjector).
-const cainjector = "cainjector"
 
 // The core chart's webhooks get their CA from cert-manager's cainjector
 // (bin/cainjector, cert-manager's own reconcilers), through the chart's
@@ -40,27 +34,10 @@ const cainjector = "cainjector"
 func TestCAInjection(t *testing.T) {
 	g := NewWithT(t)
 	helmBinary(t)
-	bin, err := controlplane.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(bin, cainjector)); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no cainjector: %v", err)
-		}
-		t.Skipf("no cainjector (make bin/cainjector): %v", err)
-	}
+	injector := binary(t, "cainjector")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.Options{CRDDirectoryPaths: []string{filepath.Join(bin, certManagerCRDs)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cp.Stop() })
-	c, err := client.New(cp.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cp, c := startControlPlane(ctx, t)
 	g.Expect(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: coreNS}})).To(Succeed())
 	objs := installOrder(t, render(t, coreChart, coreNS))
 	for _, o := range objs {
@@ -82,7 +59,7 @@ func TestCAInjection(t *testing.T) {
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	g.Expect(cp.WriteKubeconfig(kubeconfig)).To(Succeed())
 	var out bytes.Buffer
-	p, err := proc.Start(cainjector, filepath.Join(bin, cainjector), []string{"--kubeconfig=" + kubeconfig}, &out)
+	p, err := proc.Start("cainjector", injector, []string{"--kubeconfig=" + kubeconfig}, &out)
 	if err != nil {
 		t.Fatal(err)
 	}

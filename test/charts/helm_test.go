@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -15,6 +16,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/cozystack/address-controller/test/controlplane"
@@ -39,22 +41,50 @@ func repoRoot(t *testing.T) string {
 	return root
 }
 
-// helmBinary returns bin/helm's path; it skips the test without one unless
-// CI is set.
-func helmBinary(t *testing.T) string {
+// binary returns the path of bin/<name> (make bin/<name>); it skips the test
+// without one unless CI is set.
+func binary(t *testing.T, name string) string {
 	t.Helper()
 	bin, err := controlplane.BinDir()
-	p := filepath.Join(bin, "helm")
+	p := filepath.Join(bin, name)
 	if err == nil {
 		_, err = os.Stat(p)
 	}
 	if err != nil {
 		if os.Getenv("CI") != "" {
-			t.Fatalf("no helm: %v", err)
+			t.Fatalf("no %s: %v", name, err)
 		}
-		t.Skipf("no helm (make bin/helm): %v", err)
+		t.Skipf("no %s (make bin/%s): %v", name, name, err)
 	}
 	return p
+}
+
+// helmBinary returns bin/helm's path, as binary does.
+func helmBinary(t *testing.T) string { return binary(t, "helm") }
+
+// startControlPlane starts a control plane for the test with cert-manager's
+// CRDs (bin/cert-manager-crds) and crdDirs (relative to the repository
+// root) installed, and returns it with an admin client.
+func startControlPlane(ctx context.Context, t *testing.T, crdDirs ...string) (*controlplane.ControlPlane, client.Client) {
+	t.Helper()
+	bin, err := controlplane.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{filepath.Join(bin, "cert-manager-crds")}
+	for _, d := range crdDirs {
+		paths = append(paths, filepath.Join(repoRoot(t), d))
+	}
+	cp, err := controlplane.Start(ctx, controlplane.Options{CRDDirectoryPaths: paths})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.Stop() })
+	c, err := client.New(cp.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cp, c
 }
 
 // helm runs bin/helm with args and returns its standard output.

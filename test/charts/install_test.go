@@ -13,8 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/cozystack/address-controller/test/controlplane"
 )
 
 // Both charts go through Helm's whole release cycle on a real API server, as
@@ -24,23 +22,11 @@ import (
 // so Helm does not --wait.
 func TestHelmInstallUpgradeUninstall(t *testing.T) {
 	helmBinary(t)
-	bin, err := controlplane.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cp, err := controlplane.Start(ctx, controlplane.Options{CRDDirectoryPaths: []string{filepath.Join(bin, certManagerCRDs)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cp.Stop() })
+	cp, c := startControlPlane(ctx, t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := cp.WriteKubeconfig(kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(cp.Config, client.Options{})
-	if err != nil {
 		t.Fatal(err)
 	}
 	release := func(verb, chart, ns string, args ...string) {
