@@ -71,6 +71,22 @@ func TestPodDisruptionBudgets(t *testing.T) {
 	}
 }
 
+// Both charts run the one image the Dockerfile builds, each its own binary.
+func TestOneImageTwoBinaries(t *testing.T) {
+	images := map[string]bool{}
+	for chart, ns := range map[string]string{coreChart: coreNS, driverChart: driverNS} {
+		containers, _, _ := unstructured.NestedSlice(find(t, render(t, chart, ns), "Deployment", chart).Object, "spec", "template", "spec", "containers")
+		c := containers[0].(map[string]any)
+		images[c["image"].(string)] = true
+		if cmd := c["command"].([]any); len(cmd) != 1 || cmd[0] != "/"+map[string]string{coreChart: "manager", driverChart: "metallb-iad"}[chart] {
+			t.Errorf("%s runs %v", chart, cmd)
+		}
+	}
+	if len(images) != 1 {
+		t.Errorf("the charts run %d images: %v", len(images), images)
+	}
+}
+
 // rules returns an object's rules field.
 func rules(t *testing.T, o *unstructured.Unstructured) []any {
 	t.Helper()
