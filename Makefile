@@ -7,13 +7,14 @@ KUBERNETES_VERSION     := v1.37.2
 METALLB_VERSION        := v0.15.2
 HELM_VERSION           := v3.22.0
 CERT_MANAGER_VERSION   := v1.21.2
+PROMETHEUS_OPERATOR_VERSION := v0.85.0
 CONTROLLER_GEN_VERSION := v0.23.0
 GOLANGCI_LINT_VERSION  := v2.15.0
 
 BIN            := $(CURDIR)/bin
 CONTROLLER_GEN := bin/controller-gen
 GOLANGCI_LINT  := bin/golangci-lint
-CONTROLPLANE   := bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/metallb-controller bin/metallb-crds bin/helm bin/cert-manager-crds bin/cainjector
+CONTROLPLANE   := bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/metallb-controller bin/metallb-crds bin/helm bin/cert-manager-crds bin/cainjector bin/monitoring-crds
 
 # test/controlplane finds etcd, kube-apiserver and kube-controller-manager here.
 export CONTROLPLANE_BIN := $(BIN)
@@ -80,6 +81,15 @@ bin/cert-manager-crds: bin/.version-cert-manager-crds-$(CERT_MANAGER_VERSION) ##
 	dir=$$(go mod download -json github.com/cert-manager/cert-manager@$(CERT_MANAGER_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
 		test -n "$$dir" || { echo "cannot download cert-manager $(CERT_MANAGER_VERSION)" >&2; exit 1; }; \
 		cp "$$dir"/deploy/crds/*.yaml $@/
+	chmod -R u+w $@
+
+# The ServiceMonitor CRD, from prometheus-operator's module (test/charts applies
+# the charts' ServiceMonitors).
+bin/monitoring-crds: bin/.version-monitoring-crds-$(PROMETHEUS_OPERATOR_VERSION) ## Copy the ServiceMonitor CRD from prometheus-operator's module.
+	rm -rf $@ && mkdir -p $@
+	dir=$$(go mod download -json github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
+		test -n "$$dir" || { echo "cannot download prometheus-operator $(PROMETHEUS_OPERATOR_VERSION)" >&2; exit 1; }; \
+		cp "$$dir"/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml $@/
 	chmod -R u+w $@
 
 # cert-manager's CA injector, from its module's pkg/controller/cainjector

@@ -31,13 +31,21 @@ func init() {
 }
 
 // Every object of every render is accepted by a real API server (with our
-// CRDs and cert-manager's) through server-side apply. The ServiceMonitor CRD
-// is not available, so serviceMonitor stays disabled here.
+// CRDs, cert-manager's and the ServiceMonitor CRD) through server-side apply.
 func TestRendersApply(t *testing.T) {
 	helmBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cp, c := startControlPlane(ctx, t, "config/crd")
+	// The API server accepts an unknown or deprecated field with a warning:
+	// every render is applied through a client that collects them.
+	warnings := &controlplane.Warnings{}
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.WarningHandler = warnings
+	applier, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	renders := []struct {
 		name, chart, ns string
@@ -45,10 +53,12 @@ func TestRendersApply(t *testing.T) {
 	}{
 		{"core defaults", coreChart, coreNS, nil},
 		{"core without cert-manager", coreChart, coreNS, []string{"--set", "certManager.enabled=false,webhook.certSecretName=webhook-tls,webhook.caBundle=Zm9v"}},
+		{"core with a ServiceMonitor", coreChart, coreNS, []string{"--set", "serviceMonitor.enabled=true"}},
 		{"core cozystack", coreChart, "cozy-address-controller", []string{"-f", "charts/address-controller/values-cozystack.yaml"}},
 		{"core with cert-manager installed", coreChart, "address-controller-bundled", []string{"--set", "certManager.install=true"}},
 		{"driver defaults", driverChart, driverNS, nil},
 		{"driver warn+audit", driverChart, driverNS, []string{"--set", "admissionPolicy.validationActions={Warn,Audit}"}},
+		{"driver with a ServiceMonitor", driverChart, driverNS, []string{"--set", "serviceMonitor.enabled=true"}},
 		{"driver vapOnly", driverChart, driverNS, []string{"--set", "vapOnly=true"}},
 		{"driver cozystack", driverChart, "cozy-metallb-iad", []string{"-f", "charts/metallb-iad/values-cozystack.yaml"}},
 	}
@@ -66,8 +76,11 @@ func TestRendersApply(t *testing.T) {
 			// webhooks would refuse the Issuer and Certificate hooks.
 			objs = slices.DeleteFunc(installOrder(t, objs), isCertManagerWebhook)
 			for _, o := range objs {
-				if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("test-charts"), client.ForceOwnership); err != nil {
+				if err := applier.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("test-charts"), client.ForceOwnership); err != nil {
 					t.Errorf("applying %s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+				}
+				if w := warnings.Take(); len(w) > 0 {
+					t.Errorf("applying %s %s/%s: warnings %q", o.GetKind(), o.GetNamespace(), o.GetName(), w)
 				}
 			}
 			// Read back what the API server kept: one object of each kind.

@@ -7,13 +7,14 @@
 //     Chart.yaml pins.
 //   - Renders: `helm lint`, least-privilege roles, and every object
 //     `helm template` renders — default values, [Warn, Audit], vapOnly, the
-//     Cozystack values, cert-manager installed — accepted by a real API
-//     server through server-side apply.
+//     Cozystack values, ServiceMonitors, cert-manager installed — accepted
+//     by a real API server through server-side apply, without a warning.
 //   - Releases: both charts through Helm's install, upgrade and uninstall on
 //     a real API server, and cert-manager's CA injector filling the core
 //     chart's webhook configurations.
 //   - The image: both binaries build, static, from the Dockerfile's context.
 //
-// helm is bin/helm (make bin/helm) and the injector bin/cainjector; without
-// them the tests that need them skip, unless CI is set.
+// helm is bin/helm (make bin/helm), the injector bin/cainjector, and the
+// CRDs come from bin/cert-manager-crds and bin/monitoring-crds; without them
+// the tests that need them skip or fail, the latter always under CI.
 package charts

@@ -63,15 +63,16 @@ func binary(t *testing.T, name string) string {
 func helmBinary(t *testing.T) string { return binary(t, "helm") }
 
 // startControlPlane starts a control plane for the test with cert-manager's
-// CRDs (bin/cert-manager-crds) and crdDirs (relative to the repository
-// root) installed, and returns it with an admin client.
+// CRDs (bin/cert-manager-crds), the ServiceMonitor CRD (bin/monitoring-crds)
+// and crdDirs (relative to the repository root) installed, and returns it
+// with an admin client.
 func startControlPlane(ctx context.Context, t *testing.T, crdDirs ...string) (*controlplane.ControlPlane, client.Client) {
 	t.Helper()
 	bin, err := controlplane.BinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	paths := []string{filepath.Join(bin, "cert-manager-crds")}
+	paths := []string{filepath.Join(bin, "cert-manager-crds"), filepath.Join(bin, "monitoring-crds")}
 	for _, d := range crdDirs {
 		paths = append(paths, filepath.Join(repoRoot(t), d))
 	}
