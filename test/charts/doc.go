@@ -14,7 +14,7 @@
 //     chart's webhook configurations.
 //   - The image: both binaries build, static, from the Dockerfile's context.
 //
-// helm is bin/helm (make bin/helm), the injector bin/cainjector, and the
-// CRDs come from bin/cert-manager-crds and bin/monitoring-crds; without them
-// the tests that need them skip or fail, the latter always under CI.
+// Without bin/helm or bin/cainjector the tests that need them skip, unless
+// CI is set; the CRDs come from bin/cert-manager-crds and bin/monitoring-crds
+// (make controlplane builds all four).
 package charts
