@@ -30,9 +30,11 @@ func PrepareWebhooks(paths ...string) (*Webhooks, error) {
 	return &Webhooks{Host: opts.LocalServingHost, Port: opts.LocalServingPort, CertDir: opts.LocalServingCertDir, opts: opts}, nil
 }
 
-// Install creates the configurations and waits until the API server has
-// them; start the server first, as failurePolicy Fail refuses every write
-// the webhooks cover while nothing answers.
+// Install creates the configurations and waits until they can be read back;
+// start the server first, as failurePolicy Fail refuses every write the
+// webhooks cover while nothing answers. The API server's admission takes
+// them up asynchronously after that: a test that needs them in effect
+// waits for a write they judge.
 func (w *Webhooks) Install(cfg *rest.Config) error { return w.opts.Install(cfg) }
 
 // Uninstall deletes the configurations.

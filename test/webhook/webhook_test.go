@@ -152,9 +152,22 @@ func TestWebhooks(t *testing.T) {
 	}
 	isDefault := map[string]string{v1alpha1.AnnotationDefaultClass: "true"}
 
+	g.Expect(w.admin.Create(ctx, class("public", isDefault))).To(Succeed())
+	// The API server takes webhook configurations up some time after they
+	// are created; until then writes pass unjudged. Wait for both: the
+	// validating one refuses a second default class, the mutating one
+	// defaults a claim's class.
+	g.Eventually(func() error {
+		return w.admin.Create(ctx, class("probe", isDefault), client.DryRunAll)
+	}).WithTimeout(time.Minute).Should(HaveOccurred())
+	g.Eventually(func(g Gomega) {
+		c := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "probe"}}
+		g.Expect(w.tenant.Create(ctx, c, client.DryRunAll)).To(Succeed())
+		g.Expect(c.Spec.ClassName).To(Equal("public"))
+	}).WithTimeout(time.Minute).Should(Succeed())
+
 	t.Run("a second default class is refused, naming the first", func(t *testing.T) {
 		g := NewWithT(t)
-		g.Expect(w.admin.Create(ctx, class("public", isDefault))).To(Succeed())
 		err := w.admin.Create(ctx, class("private", isDefault))
 		refused(g, err, "metadata.annotations[ipaddressclass.local.sdn.cozystack.io/is-default-class]")
 		g.Expect(err.Error()).To(ContainSubstring("public"))
