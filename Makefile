@@ -14,7 +14,7 @@ GOLANGCI_LINT_VERSION  := v2.15.0
 BIN            := $(CURDIR)/bin
 CONTROLLER_GEN := bin/controller-gen
 GOLANGCI_LINT  := bin/golangci-lint
-CONTROLPLANE   := bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/metallb-controller bin/metallb-crds bin/helm bin/cert-manager-crds bin/cainjector bin/monitoring-crds
+CONTROLPLANE   := bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/metallb-controller bin/metallb-crds bin/helm bin/cert-manager-crds bin/cainjector bin/monitoring-crds bin/kubectl
 
 # test/controlplane finds etcd, kube-apiserver and kube-controller-manager here.
 export CONTROLPLANE_BIN := $(BIN)
@@ -49,6 +49,11 @@ bin/etcd: tools/etcd/go.mod tools/etcd/go.sum ## Build etcd from tools/etcd.
 bin/kube-apiserver: tools/kube/go.mod tools/kube/go.sum ## Build kube-apiserver from tools/kube.
 	@$(check-kube-version)
 	cd tools/kube && go build -o $(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+	@touch $@
+
+bin/kubectl: tools/kube/go.mod tools/kube/go.sum ## Build kubectl from tools/kube (test/playground runs docs/playground.md with it).
+	@$(check-kube-version)
+	cd tools/kube && go build -o $(BIN)/kubectl k8s.io/kubernetes/cmd/kubectl
 	@touch $@
 
 bin/kube-controller-manager: tools/kube/go.mod tools/kube/go.sum ## Build kube-controller-manager from tools/kube.

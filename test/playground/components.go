@@ -26,11 +26,11 @@ import (
 // is one more entry in components.
 type component struct {
 	name string
-	// path is the binary, relative to the repository root.
+	// path is the binary.
 	path string
 	args []string
-	// crds are extra CRD directories or files (relative to the repository
-	// root) the component needs, installed with the control plane.
+	// crds are extra CRD directories or files the component needs,
+	// installed with the control plane.
 	crds []string
 	// setup, if set, runs once the control plane is up and before the
 	// component starts: objects it expects to exist, its identity.
@@ -52,9 +52,11 @@ const (
 )
 
 // components lists what the playground runs, in start order; they are
-// stopped in reverse. dir is the playground's directory (.playground),
-// kubeconfig the admin kubeconfig's path, and wh the prepared webhooks.
-func components(root, dir, kubeconfig string, wh *controlplane.Webhooks) []component {
+// stopped in reverse. binDir holds the manager and metallb-iad, cpBin the
+// control plane's binaries and MetalLB's; dir is the playground's directory
+// (.playground), kubeconfig the admin kubeconfig's path, and wh the prepared
+// webhooks.
+func components(root, binDir, cpBin, dir, kubeconfig string, wh *controlplane.Webhooks) []component {
 	coreKubeconfig := filepath.Join(dir, coreAccount+".kubeconfig")
 	driverKubeconfig := filepath.Join(dir, driverAccount+".kubeconfig")
 	return []component{
@@ -62,14 +64,14 @@ func components(root, dir, kubeconfig string, wh *controlplane.Webhooks) []compo
 			// MetalLB's own controller: pools are MetalLB IPAddressPools in
 			// metallb-system.
 			name:  "metallb-controller",
-			path:  filepath.Join("bin", metallb.Binary),
+			path:  filepath.Join(cpBin, metallb.Binary),
 			args:  metallb.Args(kubeconfig),
-			crds:  []string{filepath.Join("bin", metallb.CRDs)},
+			crds:  []string{metallb.CRDDir(cpBin)},
 			setup: prepareMetalLB,
 		},
 		{
 			name: "manager",
-			path: filepath.Join("bin", "manager"),
+			path: filepath.Join(binDir, "manager"),
 			args: []string{
 				"--kubeconfig", coreKubeconfig,
 				"--leader-elect=true",
@@ -98,7 +100,7 @@ func components(root, dir, kubeconfig string, wh *controlplane.Webhooks) []compo
 			// The driver of MetalLB classes, and the service-pins policy
 			// that keeps tenants from pinning MetalLB addresses themselves.
 			name: "metallb-iad",
-			path: filepath.Join("bin", "metallb-iad"),
+			path: filepath.Join(binDir, "metallb-iad"),
 			args: []string{
 				"--kubeconfig", driverKubeconfig,
 				"--leader-elect=true",

@@ -11,9 +11,14 @@
 // process behind. If a component exits on its own, the playground reports it
 // and shuts everything down with a non-zero status rather than restarting it:
 // a crash is something to look at, and its last output is right above.
+//
+// -state and -bin move its kubeconfigs, logs and binaries elsewhere; this
+// package's TestWalkthrough uses them to run docs/playground.md against a
+// playground of its own.
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -36,19 +41,26 @@ const componentGrace = 10 * time.Second
 
 func main() {
 	skip := flag.String("skip", "", "comma-separated components not to start (e.g. manager, to run it from a debugger against the playground)")
+	state := flag.String("state", "", "directory for the kubeconfigs and logs (default: .playground in the repository)")
+	bin := flag.String("bin", "", "directory holding manager and metallb-iad (default: bin in the repository)")
 	flag.Parse()
-	if err := run(strings.Split(*skip, ",")); err != nil {
+	if err := run(strings.Split(*skip, ","), *state, *bin); err != nil {
 		say("error: %v", err)
 		os.Exit(1)
 	}
 }
 
-func run(skip []string) error {
+func run(skip []string, stateDir, binDir string) error {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return err
 	}
-	stateDir := filepath.Join(root, ".playground")
+	cpBin, err := controlplane.BinDir()
+	if err != nil {
+		return err
+	}
+	stateDir = cmp.Or(stateDir, filepath.Join(root, ".playground"))
+	binDir = cmp.Or(binDir, filepath.Join(root, "bin"))
 	logDir := filepath.Join(stateDir, "logs")
 	kubeconfig := filepath.Join(stateDir, "kubeconfig")
 	if err := os.MkdirAll(logDir, 0o755); err != nil {
@@ -78,17 +90,15 @@ func run(skip []string) error {
 
 	var comps []component
 	crds := []string{filepath.Join(root, "config", "crd")}
-	for _, c := range components(root, filepath.Dir(kubeconfig), kubeconfig, wh) {
+	for _, c := range components(root, binDir, cpBin, stateDir, kubeconfig, wh) {
 		if slices.Contains(skip, c.name) {
 			say("not starting %s (-skip)", c.name)
 			continue
 		}
-		if _, err := os.Stat(filepath.Join(root, c.path)); err != nil {
+		if _, err := os.Stat(c.path); err != nil {
 			return fmt.Errorf("component %s: %w (build it first: make build, or use make run)", c.name, err)
 		}
-		for _, crd := range c.crds {
-			crds = append(crds, filepath.Join(root, crd))
-		}
+		crds = append(crds, c.crds...)
 		comps = append(comps, c)
 	}
 
@@ -172,7 +182,7 @@ func run(skip []string) error {
 		}
 		w := proc.NewPrefixWriter(os.Stdout, fmt.Sprintf("%-*s | ", width, c.name))
 		prefixers = append(prefixers, w)
-		p, err := proc.Start(c.name, filepath.Join(root, c.path), c.args, io.MultiWriter(w, f))
+		p, err := proc.Start(c.name, c.path, c.args, io.MultiWriter(w, f))
 		if err != nil {
 			return errors.Join(err, shutdown())
 		}
@@ -244,7 +254,7 @@ func exitStatus(err error) string {
 }
 
 func rel(root, path string) string {
-	if r, err := filepath.Rel(root, path); err == nil {
+	if r, err := filepath.Rel(root, path); err == nil && filepath.IsLocal(r) {
 		return r
 	}
 	return path
