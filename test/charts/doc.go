@@ -10,8 +10,9 @@
 //     Cozystack values, ServiceMonitors, cert-manager installed — accepted
 //     by a real API server through server-side apply, without a warning.
 //   - Releases: both charts through Helm's install, upgrade and uninstall on
-//     a real API server, and cert-manager's CA injector filling the core
-//     chart's webhook configurations.
+//     a real API server; and the core chart's webhook certificate chain,
+//     cert-manager's CA injector filling its webhook configurations and the
+//     API server calling the webhooks through the chart's Service with it.
 //   - The image: both binaries build, static, from the Dockerfile's context.
 //
 // Without bin/helm or bin/cainjector the tests that need them skip, unless

@@ -76,7 +76,9 @@ func startControlPlane(ctx context.Context, t *testing.T, crdDirs ...string) (*c
 	for _, d := range crdDirs {
 		paths = append(paths, filepath.Join(repoRoot(t), d))
 	}
-	cp, err := controlplane.Start(ctx, controlplane.Options{CRDDirectoryPaths: paths})
+	cp, err := controlplane.Start(ctx, controlplane.Options{CRDDirectoryPaths: paths,
+		// Webhook Services resolve to their endpoints: there is no kube-proxy.
+		APIServerFlags: map[string][]string{"enable-aggregator-routing": {"true"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
