@@ -2,14 +2,14 @@
 
 # Pinned tool versions. etcd and Kubernetes are pinned by the go.mod of their
 # tools module; the variables here must agree with it (checked before building).
-ETCD_VERSION           := v3.6.16
-KUBERNETES_VERSION     := v1.37.2
-METALLB_VERSION        := v0.15.2
-HELM_VERSION           := v3.22.0
-CERT_MANAGER_VERSION   := v1.21.2
+ETCD_VERSION                := v3.6.16
+KUBERNETES_VERSION          := v1.37.2
+METALLB_VERSION             := v0.15.2
+HELM_VERSION                := v3.22.0
+CERT_MANAGER_VERSION        := v1.21.2
 PROMETHEUS_OPERATOR_VERSION := v0.85.0
-CONTROLLER_GEN_VERSION := v0.23.0
-GOLANGCI_LINT_VERSION  := v2.15.0
+CONTROLLER_GEN_VERSION      := v0.23.0
+GOLANGCI_LINT_VERSION       := v2.15.0
 
 BIN            := $(CURDIR)/bin
 CONTROLLER_GEN := bin/controller-gen
