@@ -12,47 +12,49 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/test/controlplane"
 	"github.com/cozystack/address-controller/test/proc"
 )
 
-// section is one "## " section of a Markdown page and its sh blocks.
-type section struct {
-	title  string
-	blocks []string
-}
+// shBlock is one ```sh block of a Markdown page, under its nearest heading.
+type shBlock struct{ heading, text string }
 
-// shSections splits a Markdown page into sections and their ```sh blocks;
-// blocks before the first heading belong to a section titled "".
-func shSections(page string) []section {
-	sections := []section{{}}
+// shBlocks returns a Markdown page's ```sh blocks in order. A fence may be
+// indented (a block inside a list item); its indentation is removed from the
+// block's lines.
+func shBlocks(page string) []shBlock {
+	var blocks []shBlock
+	var heading, indent string
 	var block *strings.Builder
 	sc := bufio.NewScanner(strings.NewReader(page))
 	for sc.Scan() {
 		line := sc.Text()
+		trimmed := strings.TrimLeft(line, " ")
 		switch {
-		case block != nil && line == "```":
-			last := &sections[len(sections)-1]
-			last.blocks = append(last.blocks, block.String())
+		case block != nil && trimmed == "```":
+			blocks = append(blocks, shBlock{heading, block.String()})
 			block = nil
 		case block != nil:
-			block.WriteString(line + "\n")
-		case line == "```sh":
-			block = &strings.Builder{}
-		case strings.HasPrefix(line, "## "):
-			sections = append(sections, section{title: strings.TrimPrefix(line, "## ")})
+			block.WriteString(strings.TrimPrefix(line, indent) + "\n")
+		case trimmed == "```sh":
+			block, indent = &strings.Builder{}, line[:len(line)-len(trimmed)]
+		case strings.HasPrefix(line, "#"):
+			heading = strings.TrimSpace(strings.TrimLeft(line, "#"))
 		}
 	}
-	return sections
+	return blocks
 }
 
 // syncBuffer is a bytes.Buffer safe for a process's output and a reader.
@@ -73,11 +75,23 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// TestWalkthrough runs docs/playground.md as a reader would: the playground
-// as `make run` starts it, then every sh block of the page, in order, with
-// bash and a kubectl built at the control plane's version (bin/kubectl).
-// After each section it checks what the section promises.
-func TestWalkthrough(t *testing.T) {
+// reader is someone following a page on a playground of the test's own:
+// a shell in a directory whose .playground is that playground's, with
+// bin/kubectl (built at the control plane's version) first on its PATH.
+type reader struct {
+	t       *testing.T
+	dir     string
+	path    string
+	exports strings.Builder // a reader's shell keeps what the page exports
+	c       client.Client
+	g       Gomega
+}
+
+// newReader builds the binaries and starts the playground as `make run`
+// does, but with its state and binaries in a temporary directory, so a
+// developer's own playground is left alone.
+func newReader(t *testing.T) *reader {
+	ctrllog.SetLogger(logr.Discard())
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(60 * time.Second)
 	g.SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
@@ -95,10 +109,6 @@ func TestWalkthrough(t *testing.T) {
 		}
 		t.Skipf("no kubectl (make bin/kubectl): %v", err)
 	}
-
-	// The page's readers are in a directory where .playground is the
-	// playground's; here that is a temporary one, so a developer's own
-	// playground is left alone.
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
 	for pkg, name := range map[string]string{"./cmd/manager": "manager", "./cmd/metallb-iad": "metallb-iad", "./test/playground": "playground"} {
@@ -138,124 +148,234 @@ func TestWalkthrough(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checks := walkthroughChecks(g, c)
+	return &reader{t: t, dir: dir, path: cpBin + string(os.PathListSeparator) + os.Getenv("PATH"), c: c, g: g}
+}
 
-	page, err := os.ReadFile(filepath.Join(root, "docs", "playground.md"))
+// promise is what a page promises after its block containing after.
+type promise struct {
+	after string
+	// refusals: the block shows commands being refused, so it runs on past
+	// failures, and its output must hold each of want.
+	refusals bool
+	want     []string
+	// check, if set, checks the state through the API.
+	check func()
+}
+
+// follow runs blocks as the reader's shell would, in order, and keeps each
+// promise after its block; every promise must be met by some block.
+func (r *reader) follow(page string, blocks []shBlock, promises []promise) {
+	r.t.Helper()
+	kept := make([]bool, len(promises))
+	for _, b := range blocks {
+		i := -1
+		for j, p := range promises {
+			if !kept[j] && strings.Contains(b.text, p.after) {
+				i = j
+				break
+			}
+		}
+		flags := "-euo"
+		if i >= 0 && promises[i].refusals {
+			flags = "-uo"
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		cmd := exec.CommandContext(ctx, "bash", flags, "pipefail", "-c", r.exports.String()+b.text)
+		cmd.Dir = r.dir
+		cmd.Env = append(os.Environ(), "PATH="+r.path)
+		output, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil && (i < 0 || !promises[i].refusals) {
+			r.t.Fatalf("%s, under %q:\n%s\n%v\n%s", page, b.heading, b.text, err, output)
+		}
+		r.t.Logf("%s, under %q:\n%s", page, b.heading, output)
+		for _, line := range strings.Split(b.text, "\n") {
+			if strings.HasPrefix(line, "export ") {
+				r.exports.WriteString(line + "\n")
+			}
+		}
+		if i < 0 {
+			continue
+		}
+		kept[i] = true
+		for _, w := range promises[i].want {
+			r.g.Expect(string(output)).To(ContainSubstring(w), "%s, under %q", page, b.heading)
+		}
+		if promises[i].check != nil {
+			promises[i].check()
+		}
+	}
+	for j, p := range promises {
+		if !kept[j] {
+			r.t.Errorf("%s has no block containing %q", page, p.after)
+		}
+	}
+}
+
+// page reads a page of the repository.
+func (r *reader) page(path string) []shBlock {
+	root, err := controlplane.RepoRoot()
 	if err != nil {
-		t.Fatal(err)
+		r.t.Fatal(err)
 	}
-	ran := 0
-	// A reader's shell keeps what the page exports.
-	var exports strings.Builder
-	for _, s := range shSections(string(page)) {
-		for _, block := range s.blocks {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", exports.String()+block)
-			cmd.Dir = dir
-			cmd.Env = append(os.Environ(), "PATH="+cpBin+string(os.PathListSeparator)+os.Getenv("PATH"))
-			output, err := cmd.CombinedOutput()
-			cancel()
-			if err != nil {
-				t.Fatalf("section %q:\n%s\n%v\n%s", s.title, block, err, output)
-			}
-			t.Logf("section %q:\n%s", s.title, output)
-			ran++
-			for _, line := range strings.Split(block, "\n") {
-				if strings.HasPrefix(line, "export ") {
-					exports.WriteString(line + "\n")
-				}
-			}
+	data, err := os.ReadFile(filepath.Join(root, path))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return shBlocks(string(data))
+}
+
+// ingress returns a Service's ingress IPs.
+func (r *reader) ingress(ns, name string) func(Gomega) []string {
+	return func(g Gomega) []string {
+		svc := &corev1.Service{}
+		g.Expect(r.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, svc)).To(Succeed())
+		var ips []string
+		for _, i := range svc.Status.LoadBalancer.Ingress {
+			ips = append(ips, i.IP)
 		}
-		if check, ok := checks[s.title]; ok {
-			check()
-			delete(checks, s.title)
-		}
-	}
-	if len(checks) > 0 {
-		t.Errorf("docs/playground.md lacks the sections %v", keys(checks))
-	}
-	if ran < 8 {
-		t.Errorf("ran %d blocks of docs/playground.md", ran)
+		return ips
 	}
 }
 
-// walkthroughChecks returns, per section of docs/playground.md, what that
-// section promises, checked through the API.
-func walkthroughChecks(g Gomega, c client.Client) map[string]func() {
+// address returns an IPAddress.
+func (r *reader) address(name string) func(Gomega) *v1alpha1.IPAddress {
+	return func(g Gomega) *v1alpha1.IPAddress {
+		a := &v1alpha1.IPAddress{}
+		g.Expect(r.c.Get(context.Background(), client.ObjectKey{Name: name}, a)).To(Succeed())
+		return a
+	}
+}
+
+// claim returns an IPAddressClaim.
+func (r *reader) claim(ns, name string) *v1alpha1.IPAddressClaim {
+	c := &v1alpha1.IPAddressClaim{}
+	r.g.Expect(r.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, c)).To(Succeed())
+	return c
+}
+
+// held waits until a placeholder of the driver holds each ip.
+func (r *reader) held(ips ...string) {
+	r.g.Eventually(func(g Gomega) {
+		var list corev1.ServiceList
+		g.Expect(r.c.List(context.Background(), &list, client.InNamespace(driverNamespace))).To(Succeed())
+		var holding []string
+		for _, s := range list.Items {
+			for _, i := range s.Status.LoadBalancer.Ingress {
+				holding = append(holding, i.IP)
+			}
+		}
+		g.Expect(holding).To(ContainElements(ips), "placeholders in %s", driverNamespace)
+	}).Should(Succeed())
+}
+
+// attachedTo waits until an address is announced for a Service.
+func (r *reader) attachedTo(address, service string) {
+	r.g.Eventually(func(g Gomega) {
+		a := r.address(address)(g)
+		g.Expect(a.Status.AssociatedTo).NotTo(BeNil())
+		g.Expect(a.Status.AssociatedTo.Name).To(Equal(service))
+	}).Should(Succeed())
+}
+
+// TestWalkthrough follows docs/playground.md on a playground as `make run`
+// starts it, every sh block in order, and checks what each section
+// promises.
+func TestWalkthrough(t *testing.T) {
+	r := newReader(t)
+	g := r.g
+	r.follow("docs/playground.md", r.page("docs/playground.md"), []promise{
+		{after: "# the placeholder holding it", check: func() {
+			c := r.claim("shop", "web")
+			g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimBound))
+			g.Expect(c.Status.Addresses).To(HaveLen(1))
+			g.Expect(c.Status.Addresses[0].Address).To(Equal("198.51.100.0"))
+			r.held("198.51.100.0")
+		}},
+		{after: "ATTACHED-TO a", check: func() { r.attachedTo("ip-198-51-100-0", "a") }},
+		{after: "a none once MetalLB let go", check: func() {
+			g.Eventually(r.ingress("shop", "a")).Should(BeEmpty())
+			g.Expect(r.ingress("shop", "b")(g)).To(Equal([]string{"198.51.100.0"}))
+		}},
+		{after: "delete svc -n shop b", check: func() {
+			r.held("198.51.100.0")
+			g.Expect(r.address("ip-198-51-100-0")(g).Status.Phase).To(Equal(v1alpha1.AddressBound))
+		}},
+		{after: "ATTACHED-TO legacy", check: func() {
+			g.Expect(r.ingress("shop", "legacy")(g)).To(Equal([]string{"198.51.100.5"}))
+			r.attachedTo("ip-198-51-100-5", "legacy")
+		}},
+		{after: "=Available", check: func() {
+			g.Expect(r.address("ip-198-51-100-0")(g).Status.Phase).To(Equal(v1alpha1.AddressAvailable))
+			r.held("198.51.100.0")
+		}},
+	})
+}
+
+// TestReadmeWalkthrough follows the README's "Five minutes on the
+// playground", up to "Running against an existing cluster", on a playground
+// of its own: every sh block in order, including the ones that show bad
+// input and the policy refusing a tenant.
+func TestReadmeWalkthrough(t *testing.T) {
+	r := newReader(t)
+	g := r.g
+	var blocks []shBlock
+	in := false
+	for _, b := range r.page("README.md") {
+		switch b.heading {
+		case "Five minutes on the playground":
+			in = true
+		case "Running against an existing cluster":
+			in = false
+		}
+		if in {
+			blocks = append(blocks, b)
+		}
+	}
 	ctx := context.Background()
-	ingress := func(ns, name string) func(Gomega) []string {
-		return func(g Gomega) []string {
-			svc := &corev1.Service{}
-			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, svc)).To(Succeed())
-			var ips []string
-			for _, i := range svc.Status.LoadBalancer.Ingress {
-				ips = append(ips, i.IP)
-			}
-			return ips
-		}
-	}
-	address := func(name string) func(Gomega) *v1alpha1.IPAddress {
-		return func(g Gomega) *v1alpha1.IPAddress {
-			a := &v1alpha1.IPAddress{}
-			g.Expect(c.Get(ctx, client.ObjectKey{Name: name}, a)).To(Succeed())
-			return a
-		}
-	}
-	placeholderHolds := func(ip string) {
-		g.Eventually(func(g Gomega) {
-			var list corev1.ServiceList
-			g.Expect(c.List(ctx, &list, client.InNamespace(driverNamespace))).To(Succeed())
-			held := false
-			for _, s := range list.Items {
-				for _, i := range s.Status.LoadBalancer.Ingress {
-					held = held || i.IP == ip
-				}
-			}
-			g.Expect(held).To(BeTrue(), "a placeholder in %s holds %s", driverNamespace, ip)
-		}).Should(Succeed())
-	}
-	return map[string]func(){
-		"Reserve": func() {
-			claim := &v1alpha1.IPAddressClaim{}
-			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "web"}, claim)).To(Succeed())
-			g.Expect(claim.Status.Phase).To(Equal(v1alpha1.ClaimBound))
-			g.Expect(claim.Status.Addresses).To(HaveLen(1))
-			g.Expect(claim.Status.Addresses[0].Address).To(Equal("198.51.100.0"))
-			placeholderHolds("198.51.100.0")
-		},
-		"Attach": func() {
+	r.follow("README.md", blocks, []promise{
+		{after: "name: ip-203-0-113-10", check: func() {
+			g.Expect(r.address("ip-203-0-113-10")(g).Status.Phase).To(Equal(v1alpha1.AddressAvailable))
+		}},
+		{after: "ADDRESSES 203.0.113.10", want: []string{"203.0.113.10\n"}, check: func() {
+			g.Expect(r.claim("default", "web").Status.Phase).To(Equal(v1alpha1.ClaimBound))
+		}},
+		{after: "kubectl delete ipclaim -n default web", check: func() {
+			a := r.address("ip-203-0-113-10")(g)
+			g.Expect(a.Status.Phase).To(Equal(v1alpha1.AddressReleased))
+			g.Expect(a.Spec.ClaimRef).NotTo(BeNil())
+			g.Expect(a.Spec.ClaimRef.Name).To(Equal("web"))
+		}},
+		{after: "/spec/claimRef", check: func() {
+			g.Expect(r.address("ip-203-0-113-10")(g).Status.Phase).To(Equal(v1alpha1.AddressAvailable))
+		}},
+		{after: "IPv5", refusals: true, want: []string{`spec.address: Invalid value: "203.0.113.11": address is immutable`, `Unsupported value: "IPv5"`}},
+		{after: "is-auto-claim-class=true", want: []string{`{"local.sdn.cozystack.io/ip-address-claim":"shop"}`, "Service\n"}, check: func() {
+			err := r.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "shop"}, &v1alpha1.IPAddressClaim{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the auto-claim is gone: %v", err)
+		}},
+		{after: "family: Dual", check: func() {
+			c := r.claim("default", "app")
+			g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimBound))
+			g.Expect(c.Status.Addresses).To(HaveLen(2))
+			r.held("198.51.100.0", "2001:db8::")
+		}},
+		{after: "ipFamilyPolicy: RequireDualStack", check: func() {
+			g.Expect(r.claim("default", "app").Status.Phase).To(Equal(v1alpha1.ClaimBound))
+			r.held("198.51.100.0", "2001:db8::")
+		}},
+		{after: "team=shop", refusals: true, want: []string{"metallb-iad-service-pins", "service/web annotated"}, check: func() {
+			// The tenant's pin was refused; the driver's, to the claim's
+			// address, stays.
 			g.Eventually(func(g Gomega) {
-				g.Expect(address("ip-198-51-100-0")(g).Status.AssociatedTo).NotTo(BeNil())
-				g.Expect(address("ip-198-51-100-0")(g).Status.AssociatedTo.Name).To(Equal("a"))
+				c := r.claim("shop", "web")
+				g.Expect(c.Status.Addresses).To(HaveLen(1))
+				svc := &corev1.Service{}
+				g.Expect(r.c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "web"}, svc)).To(Succeed())
+				g.Expect(svc.Annotations).To(HaveKeyWithValue("team", "shop"))
+				g.Expect(svc.Annotations).To(HaveKeyWithValue("metallb.io/loadBalancerIPs", c.Status.Addresses[0].Address))
+				g.Expect(svc.Spec.LoadBalancerIP).To(BeEmpty())
 			}).Should(Succeed())
-		},
-		"Move": func() {
-			g.Eventually(ingress("shop", "a")).Should(BeEmpty())
-			g.Expect(ingress("shop", "b")(g)).To(Equal([]string{"198.51.100.0"}))
-		},
-		"Detach": func() {
-			placeholderHolds("198.51.100.0")
-			g.Expect(address("ip-198-51-100-0")(g).Status.Phase).To(Equal(v1alpha1.AddressBound))
-		},
-		"Adopt an address a Service already holds": func() {
-			g.Expect(ingress("shop", "legacy")(g)).To(Equal([]string{"198.51.100.5"}))
-			g.Eventually(func(g Gomega) {
-				a := address("ip-198-51-100-5")(g)
-				g.Expect(a.Status.AssociatedTo).NotTo(BeNil())
-				g.Expect(a.Status.AssociatedTo.Name).To(Equal("legacy"))
-			}).Should(Succeed())
-		},
-		"Release": func() {
-			g.Expect(address("ip-198-51-100-0")(g).Status.Phase).To(Equal(v1alpha1.AddressAvailable))
-			placeholderHolds("198.51.100.0")
-		},
-	}
-}
-
-func keys(m map[string]func()) []string {
-	var l []string
-	for k := range m {
-		l = append(l, k)
-	}
-	return l
+		}},
+	})
 }
