@@ -199,19 +199,30 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if p.failure != "" {
 		r.Recorder.EventOnce(&claim, corev1.EventTypeWarning, metallb.ReasonProvisioningFailed, p.failure)
 	}
-	for _, a := range p.create {
+	return r.create(ctx, req.NamespacedName, p.create)
+}
+
+// create creates the reserved addresses in order. At the first failure the
+// addresses not yet created are released — neither the claim's nor taken —
+// so that the next pass provisions their families at once.
+func (r *Reconciler) create(ctx context.Context, claim types.NamespacedName, addrs []*v1alpha1.IPAddress) (reconcile.Result, error) {
+	for i, a := range addrs {
 		err := r.Client.Create(ctx, a)
-		switch {
-		case apierrors.IsAlreadyExists(err):
+		if err == nil {
+			continue
+		}
+		for _, rest := range addrs[i+1:] {
+			r.release(claim, rest, true)
+		}
+		if apierrors.IsAlreadyExists(err) {
 			// Someone else holds this IP: the cache will show it; until
 			// then the reservation keeps it out of the next choice, but it
 			// is not the claim's.
-			r.release(req.NamespacedName, a, false)
+			r.release(claim, a, false)
 			return reconcile.Result{RequeueAfter: 10 * time.Millisecond}, nil
-		case err != nil:
-			r.release(req.NamespacedName, a, true)
-			return reconcile.Result{}, err
 		}
+		r.release(claim, a, true)
+		return reconcile.Result{}, err
 	}
 	return reconcile.Result{}, nil
 }

@@ -1,0 +1,72 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+// A failed create leaves the reservation memory as if the failed and the
+// remaining addresses had never been planned, except that an IP someone
+// else already holds stays out of the next choice. (The memory is what
+// makes a pass skip a family; a stale entry would starve it for a minute.)
+func TestCreateReleasesWhatItDidNotCreate(t *testing.T) {
+	claimKey := types.NamespacedName{Namespace: "ns", Name: "web"}
+	claim := &v1alpha1.IPAddressClaim{}
+	claim.Namespace, claim.Name, claim.UID = claimKey.Namespace, claimKey.Name, "uid"
+	v4 := newAddress(claim, "public", v1alpha1.ReclaimRetain, netip.MustParseAddr("203.0.113.1"))
+	v6 := newAddress(claim, "public", v1alpha1.ReclaimRetain, netip.MustParseAddr("2001:db8::1"))
+	for _, tc := range []struct {
+		name         string
+		err          error
+		wantInflight []string
+	}{
+		{"1 the IP exists already: it stays taken", apierrors.NewAlreadyExists(schema.GroupResource{}, v4.Name), []string{v4.Name}},
+		{"2 any other failure: nothing stays", errors.New("boom"), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			scheme := runtime.NewScheme()
+			if err := v1alpha1.AddToScheme(scheme); err != nil {
+				t.Fatal(err)
+			}
+			c := fake.NewClientBuilder().WithScheme(scheme).WithInterceptorFuncs(interceptor.Funcs{
+				Create: func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.CreateOption) error {
+					if o.GetName() == v4.Name {
+						return tc.err
+					}
+					return c.Create(ctx, o, opts...)
+				},
+			}).Build()
+			r := &Reconciler{Client: c, inflight: map[string]inflight{},
+				claims: map[types.NamespacedName]map[v1alpha1.IPFamily]time.Time{}, used: map[string]usedList{}}
+			addrs := []*v1alpha1.IPAddress{v4.DeepCopy(), v6.DeepCopy()}
+			r.reserve(claimKey, addrs)
+			_, _ = r.create(context.Background(), claimKey, addrs)
+			if fams := r.claims[claimKey]; len(fams) != 0 {
+				t.Errorf("the claim is still remembered to have %v", fams)
+			}
+			var inflight []string
+			for name := range r.inflight {
+				inflight = append(inflight, name)
+			}
+			if len(inflight) != len(tc.wantInflight) || len(inflight) > 0 && inflight[0] != tc.wantInflight[0] {
+				t.Errorf("inflight = %v, want %v", inflight, tc.wantInflight)
+			}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(v6), &v1alpha1.IPAddress{}); !apierrors.IsNotFound(err) {
+				t.Errorf("the address after the failure was created: %v", err)
+			}
+		})
+	}
+}
