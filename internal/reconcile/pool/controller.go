@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -139,14 +138,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	p := decide(class, c, n, now)
-	if !p.readyChanged && !p.capacityChanged {
-		return reconcile.Result{RequeueAfter: r.Interval}, nil
-	}
 	r.mu.Lock()
-	wait := r.written[class.Name].Add(r.Interval).Sub(now)
+	write, requeue := p.schedule(r.written[class.Name], now, r.Interval)
 	r.mu.Unlock()
-	if !p.readyChanged && wait > 0 {
-		return reconcile.Result{RequeueAfter: wait}, nil
+	if !write {
+		return reconcile.Result{RequeueAfter: requeue}, nil
 	}
 	class.Status = p.status
 	if err := r.Client.Status().Update(ctx, class); err != nil {
@@ -155,11 +151,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.mu.Lock()
 	r.written[class.Name] = now
 	r.mu.Unlock()
-	switch {
-	case refusedNow(p):
-		r.Recorder.Event(class, corev1.EventTypeWarning, metallb.ReasonPoolRefused, c.Refusal)
-	case p.readyChanged && len(class.Status.Conditions) > 0:
-		r.Recorder.Event(class, corev1.EventTypeNormal, metallb.ReasonPoolAccepted, "provisioning from IPAddressPool "+c.PoolName)
+	if p.event != nil {
+		r.Recorder.Event(class, p.event.eventType, p.event.reason, p.event.message)
 	}
-	return reconcile.Result{RequeueAfter: r.Interval}, nil
+	return reconcile.Result{RequeueAfter: requeue}, nil
 }

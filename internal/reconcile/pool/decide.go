@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,7 +24,12 @@ type plan struct {
 	// and recorded as an event; capacity alone is written at most once per
 	// interval.
 	readyChanged, capacityChanged bool
+	// event is recorded on the class once the status is written: a Ready
+	// change only.
+	event *event
 }
+
+type event struct{ eventType, reason, message string }
 
 // decide computes a class's status from the driver's judgement of it and
 // the taken addresses of its pool.
@@ -34,12 +40,30 @@ func decide(class *v1alpha1.IPAddressClass, c metallb.Class, n map[v1alpha1.IPFa
 	if !c.Accepted() {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, metallb.ReasonPoolRefused, c.Refusal
 	}
-	cond.ObservedGeneration = class.Generation
 	p := plan{readyChanged: binding.SetCondition(&st.Conditions, cond, now)}
 	st.Capacity = capacity(n)
 	p.capacityChanged = !equality.Semantic.DeepEqual(st.Capacity, class.Status.Capacity)
 	p.status = *st
+	switch {
+	case refusedNow(p):
+		p.event = &event{corev1.EventTypeWarning, metallb.ReasonPoolRefused, c.Refusal}
+	case p.readyChanged:
+		p.event = &event{corev1.EventTypeNormal, metallb.ReasonPoolAccepted, cond.Message}
+	}
 	return p
+}
+
+// schedule says whether the plan is written now, and when the class is
+// looked at again: a Ready change at once, a capacity-only change at most
+// once per interval after the last write, and at rest every interval.
+func (p plan) schedule(lastWrite, now time.Time, interval time.Duration) (write bool, requeue time.Duration) {
+	if !p.readyChanged && !p.capacityChanged {
+		return false, interval
+	}
+	if wait := lastWrite.Add(interval).Sub(now); !p.readyChanged && wait > 0 {
+		return false, wait
+	}
+	return true, interval
 }
 
 // counts counts the pool per family it has addresses of.

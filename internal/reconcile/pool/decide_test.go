@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"go4.org/netipx"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -63,4 +64,58 @@ func TestDecide(t *testing.T) {
 			t.Errorf("want a capacity-only change, got ready=%v capacity=%v", p.readyChanged, p.capacityChanged)
 		}
 	})
+}
+
+// A Ready change is recorded on the class, as a warning when it refuses;
+// a capacity-only change is not.
+func TestDecideEvent(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	accepted := metallb.Class{Name: "public", PoolName: "public", PoolFound: true, Ranges: ranges("203.0.113.0/24")}
+	refused := metallb.Class{Name: "public", PoolName: "public", Refusal: "IPAddressPool metallb-system/public not found"}
+	acceptedClass := &v1alpha1.IPAddressClass{}
+	acceptedClass.Status = decide(acceptedClass, accepted, counts(accepted, nil), now).status
+	for _, tc := range []struct {
+		name  string
+		class *v1alpha1.IPAddressClass
+		c     metallb.Class
+		used  []netip.Addr
+		want  *event
+	}{
+		{"1 accepted for the first time", &v1alpha1.IPAddressClass{}, accepted, nil,
+			&event{corev1.EventTypeNormal, metallb.ReasonPoolAccepted, "provisioning from IPAddressPool public"}},
+		{"2 refused", acceptedClass, refused, nil, &event{corev1.EventTypeWarning, metallb.ReasonPoolRefused, refused.Refusal}},
+		{"3 capacity only", acceptedClass, accepted, []netip.Addr{netip.MustParseAddr("203.0.113.1")}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := decide(tc.class, tc.c, counts(tc.c, tc.used), now).event
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(event{})); diff != "" {
+				t.Errorf("event (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSchedule(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	const interval = 10 * time.Second
+	for _, tc := range []struct {
+		name        string
+		p           plan
+		lastWrite   time.Time
+		wantWrite   bool
+		wantRequeue time.Duration
+	}{
+		{"1 nothing changed: look again after the interval", plan{}, now, false, interval},
+		{"2 Ready changed: write at once", plan{readyChanged: true}, now.Add(-time.Second), true, interval},
+		{"3 capacity changed soon after a write: wait the rest", plan{capacityChanged: true}, now.Add(-3 * time.Second), false, 7 * time.Second},
+		{"4 capacity changed an interval after a write: write", plan{capacityChanged: true}, now.Add(-interval), true, interval},
+		{"5 capacity changed, never written: write", plan{capacityChanged: true}, time.Time{}, true, interval},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			write, requeue := tc.p.schedule(tc.lastWrite, now, interval)
+			if write != tc.wantWrite || requeue != tc.wantRequeue {
+				t.Errorf("schedule = %v, %v; want %v, %v", write, requeue, tc.wantWrite, tc.wantRequeue)
+			}
+		})
+	}
 }
