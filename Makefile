@@ -209,7 +209,7 @@ fuzz: ## Run each fuzz target for FUZZTIME.
 
 .PHONY: run
 # SKIP=manager leaves the manager out, e.g. to run it from a debugger instead.
-run: build $(CONTROLPLANE) ## Run a local control plane plus bin/manager in the foreground (Ctrl-C stops all).
+run: build $(CONTROLPLANE) ## Run a local control plane, MetalLB's controller, the manager (webhooks) and metallb-iad (policy) in the foreground (Ctrl-C stops all).
 	go build -o bin/playground ./test/playground
 	bin/playground$(if $(SKIP), -skip=$(SKIP))
 
