@@ -85,3 +85,18 @@ func SetCondition(conditions *[]metav1.Condition, cond metav1.Condition, now tim
 	meta.FindStatusCondition(*conditions, cond.Type).LastTransitionTime = cond.LastTransitionTime
 	return true
 }
+
+// AnnotatedClasses returns the sorted names of the classes annotated key:
+// "true" (that exact value) and not being deleted: the candidates for the
+// default class, or for the auto-claim class. The core and its webhooks
+// choose from the same list.
+func AnnotatedClasses(classes []v1alpha1.IPAddressClass, key string) []string {
+	var names []string
+	for i := range classes {
+		if classes[i].Annotations[key] == "true" && classes[i].DeletionTimestamp == nil {
+			names = append(names, classes[i].Name)
+		}
+	}
+	sort.Strings(names)
+	return names
+}

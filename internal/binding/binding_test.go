@@ -2,10 +2,12 @@ package binding
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 )
@@ -68,5 +70,35 @@ func TestUnreportedFamilies(t *testing.T) {
 		if got := fmt.Sprint(UnreportedFamilies(tc.claim)); got != tc.want {
 			t.Errorf("%s: got %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestAnnotatedClasses(t *testing.T) {
+	class := func(name, value string, deleting bool) v1alpha1.IPAddressClass {
+		c := v1alpha1.IPAddressClass{}
+		c.Name = name
+		if value != "" {
+			c.Annotations = map[string]string{v1alpha1.AnnotationDefaultClass: value}
+		}
+		if deleting {
+			c.DeletionTimestamp = &metav1.Time{}
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name    string
+		classes []v1alpha1.IPAddressClass
+		want    []string
+	}{
+		{"1 none annotated", []v1alpha1.IPAddressClass{class("a", "", false)}, nil},
+		{"2 only the exact value true counts", []v1alpha1.IPAddressClass{class("a", "True", false), class("b", "true", false)}, []string{"b"}},
+		{"3 a class being deleted does not count", []v1alpha1.IPAddressClass{class("a", "true", true), class("b", "true", false)}, []string{"b"}},
+		{"4 several, sorted by name", []v1alpha1.IPAddressClass{class("c", "true", false), class("a", "true", false)}, []string{"a", "c"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := AnnotatedClasses(tc.classes, v1alpha1.AnnotationDefaultClass); !slices.Equal(got, tc.want) {
+				t.Errorf("AnnotatedClasses = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -2,10 +2,10 @@ package webhook
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
 )
 
 // DefaultClaim defaults a claim being created and returns warnings for what
@@ -32,7 +32,7 @@ func DefaultClaim(claim *v1alpha1.IPAddressClaim, classes []v1alpha1.IPAddressCl
 // defaultClassName sets the single default class that is not being deleted,
 // the same choice the core makes (a class being deleted takes no new claims).
 func defaultClassName(claim *v1alpha1.IPAddressClaim, classes []v1alpha1.IPAddressClass) []string {
-	defaults := annotatedClasses(classes, v1alpha1.AnnotationDefaultClass, "")
+	defaults := binding.AnnotatedClasses(classes, v1alpha1.AnnotationDefaultClass)
 	switch len(defaults) {
 	case 1:
 		claim.Spec.ClassName = defaults[0]
@@ -61,19 +61,4 @@ func checkClassName(name string, classes []v1alpha1.IPAddressClass) []string {
 		return nil
 	}
 	return []string{fmt.Sprintf("IPAddressClass %s does not exist (yet): the claim stays Pending until it does", name)}
-}
-
-// annotatedClasses returns the sorted names of the classes annotated
-// key: "true" that are not being deleted, leaving out the class named skip
-// unless skip is empty. Only the exact value "true" counts, as in the core.
-func annotatedClasses(classes []v1alpha1.IPAddressClass, key, skip string) []string {
-	var names []string
-	for i := range classes {
-		c := &classes[i]
-		if c.Annotations[key] == "true" && c.DeletionTimestamp == nil && (skip == "" || c.Name != skip) {
-			names = append(names, c.Name)
-		}
-	}
-	sort.Strings(names)
-	return names
 }

@@ -2,12 +2,14 @@ package webhook
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
 )
 
 // uniqueAnnotations are the class annotations at most one class may carry,
@@ -50,7 +52,7 @@ func validateUniqueAnnotations(oldClass, class *v1alpha1.IPAddressClass, others 
 		if class.Annotations[a.key] != "true" || (oldClass != nil && oldClass.Annotations[a.key] == "true") {
 			continue
 		}
-		holders := annotatedClasses(others, a.key, class.Name)
+		holders := slices.DeleteFunc(binding.AnnotatedClasses(others, a.key), func(n string) bool { return n == class.Name })
 		if len(holders) == 0 {
 			continue
 		}

@@ -2,7 +2,6 @@ package autoclaim
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
 	"github.com/cozystack/address-controller/internal/metallb"
 )
 
@@ -95,13 +95,7 @@ func autoClaimClass(svc *corev1.Service, classes []v1alpha1.IPAddressClass) (str
 	if c := svc.Annotations[v1alpha1.AnnotationIPAddressClass]; c != "" {
 		return c, true, nil
 	}
-	var marked []string
-	for i := range classes {
-		if classes[i].Annotations[v1alpha1.AnnotationAutoClaimClass] == "true" && classes[i].DeletionTimestamp == nil {
-			marked = append(marked, classes[i].Name)
-		}
-	}
-	sort.Strings(marked)
+	marked := binding.AnnotatedClasses(classes, v1alpha1.AnnotationAutoClaimClass)
 	switch len(marked) {
 	case 0:
 		return "", false, nil

@@ -2,12 +2,12 @@ package claim
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
 )
 
 // resolution is the outcome of §4 step 6: a class, or the reason there is none.
@@ -27,7 +27,7 @@ func resolveClass(claim *v1alpha1.IPAddressClaim, classes []v1alpha1.IPAddressCl
 		name = claim.Status.ClassName
 	}
 	if name == "" {
-		defaults := defaultClasses(classes)
+		defaults := binding.AnnotatedClasses(classes, v1alpha1.AnnotationDefaultClass)
 		switch len(defaults) {
 		case 0:
 			return resolution{reason: v1alpha1.ReasonNoDefaultClass, message: fmt.Sprintf(
@@ -52,17 +52,6 @@ func resolveClass(claim *v1alpha1.IPAddressClaim, classes []v1alpha1.IPAddressCl
 			message: fmt.Sprintf("resolved to class %q (provisioner %s)", name, c.Spec.Provisioner)}
 	}
 	return resolution{reason: v1alpha1.ReasonClassNotFound, message: fmt.Sprintf("IPAddressClass %q does not exist", name)}
-}
-
-func defaultClasses(classes []v1alpha1.IPAddressClass) []string {
-	var names []string
-	for i := range classes {
-		if classes[i].Annotations[v1alpha1.AnnotationDefaultClass] == "true" && classes[i].DeletionTimestamp == nil {
-			names = append(names, classes[i].Name)
-		}
-	}
-	sort.Strings(names)
-	return names
 }
 
 func (r resolution) condition() metav1.Condition {
