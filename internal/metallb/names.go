@@ -26,7 +26,7 @@ const (
 	AnnotationAddressPool     = "metallb.io/address-pool"
 	AnnotationAllowSharedIP   = "metallb.io/allow-shared-ip"
 
-	legacyLoadBalancerIPs = "metallb.universe.tf/loadBalancerIPs"
+	LegacyLoadBalancerIPs = "metallb.universe.tf/loadBalancerIPs"
 	legacyAddressPool     = "metallb.universe.tf/address-pool"
 	legacyAllowSharedIP   = "metallb.universe.tf/allow-shared-ip"
 )
@@ -35,7 +35,7 @@ const (
 // both prefixes: a Service carrying one has chosen its address source.
 var BackendAnnotations = []string{
 	AnnotationLoadBalancerIPs, AnnotationAddressPool, AnnotationAllowSharedIP,
-	legacyLoadBalancerIPs, legacyAddressPool, legacyAllowSharedIP,
+	LegacyLoadBalancerIPs, legacyAddressPool, legacyAllowSharedIP,
 }
 
 // Condition and event reasons of the driver.

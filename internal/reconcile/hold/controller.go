@@ -22,8 +22,9 @@ package hold
 // taking side does the giving side let go (placeholder deleted, or pin
 // withdrawn, and the Service released once MetalLB has taken it back). A
 // placeholder's key never changes while another Service may hold the
-// address: MetalLB would take the address from the placeholder. A Service the driver pinned carries the handoff finalizer,
-// so even its deletion waits until the placeholder shares the address.
+// address: MetalLB would take the address from the placeholder. A Service
+// the driver pinned carries the handoff finalizer, so even its deletion
+// waits until the placeholder shares the address.
 // Each step is decided from the cache alone and writes one side, so a
 // restart between any two writes resumes where it stopped.
 
@@ -159,9 +160,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, err
 }
 
-// gather reads the snapshot of one address from the cache; ours is false
-// for an address of another driver's class.
-func (r *Reconciler) gather(ctx context.Context, a *v1alpha1.IPAddress) (s snapshot, ours bool, err error) {
+// gather reads the snapshot of one address from the cache; held is false
+// for an address the driver does not hold (see ours).
+func (r *Reconciler) gather(ctx context.Context, a *v1alpha1.IPAddress) (s snapshot, held bool, err error) {
 	ip, perr := netip.ParseAddr(a.Spec.Address)
 	if perr != nil {
 		return s, false, nil
@@ -170,7 +171,7 @@ func (r *Reconciler) gather(ctx context.Context, a *v1alpha1.IPAddress) (s snaps
 	if err != nil {
 		return s, false, err
 	}
-	if obj == nil && !controllerutil.ContainsFinalizer(a, metallb.FinalizerTeardown) || obj != nil && obj.Spec.Provisioner != metallb.Provisioner {
+	if !ours(a, obj) {
 		return s, false, nil
 	}
 	s = snapshot{address: a, ip: ip, class: class, namespace: r.Namespace, now: r.Now(),

@@ -63,12 +63,22 @@ type record struct {
 	once bool
 }
 
-func warning(o client.Object, reason, format string, args ...any) record {
+func warningOnce(o client.Object, reason, format string, args ...any) record {
 	return record{object: o, eventType: corev1.EventTypeWarning, reason: reason, message: fmt.Sprintf(format, args...), once: true}
 }
 
 func normal(o client.Object, reason, format string, args ...any) record {
 	return record{object: o, eventType: corev1.EventTypeNormal, reason: reason, message: fmt.Sprintf(format, args...)}
+}
+
+// ours reports whether the driver holds address a, of class (nil when the
+// class is gone): a class of the driver's provisioner, or — its class
+// deleted — an address still carrying the driver's teardown finalizer.
+func ours(a *v1alpha1.IPAddress, class *v1alpha1.IPAddressClass) bool {
+	if class == nil {
+		return controllerutil.ContainsFinalizer(a, metallb.FinalizerTeardown)
+	}
+	return class.Spec.Provisioner == metallb.Provisioner
 }
 
 // decide is one pass over an address of the driver's class.
@@ -144,11 +154,11 @@ func workload(s snapshot, p *plan) *corev1.Service {
 		return strings.Compare(a.Name, b.Name)
 	})
 	for _, other := range cands[1:] {
-		p.events = append(p.events, warning(other, metallb.ReasonClaimInUse,
+		p.events = append(p.events, warningOnce(other, metallb.ReasonClaimInUse,
 			"IPAddressClaim %s is attached to Service %s; a claim serves one Service at a time", s.claim.Name, cands[0].Name))
 	}
 	if !pinnable(cands[0]) {
-		p.events = append(p.events, warning(cands[0], metallb.ReasonClaimInUse,
+		p.events = append(p.events, warningOnce(cands[0], metallb.ReasonClaimInUse,
 			"Service pins addresses itself; the addresses of IPAddressClaim %s are not attached", s.claim.Name))
 		return nil
 	}
@@ -317,16 +327,16 @@ func status(s snapshot, w *corev1.Service, p *plan) {
 	case lostReason != "":
 		binding.SetCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionHeld, Status: metav1.ConditionFalse, Reason: lostReason, Message: lostMessage}, s.now)
 		if st.Phase != v1alpha1.AddressLost {
-			p.events = append(p.events, warning(a, v1alpha1.ReasonLost, "%s", lostMessage))
+			p.events = append(p.events, warningOnce(a, v1alpha1.ReasonLost, "%s", lostMessage))
 		}
 		st.Phase = v1alpha1.AddressLost
 	case len(offenders) > 0:
 		msg := fmt.Sprintf("Service %s holds %s without authorization", strings.Join(offenders, ", "), s.ip)
 		binding.SetCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionConflict, Status: metav1.ConditionTrue, Reason: metallb.ReasonUnauthorizedHolder, Message: msg}, s.now)
-		p.events = append(p.events, warning(a, metallb.ReasonUnauthorizedHolder, "%s", msg))
+		p.events = append(p.events, warningOnce(a, metallb.ReasonUnauthorizedHolder, "%s", msg))
 		for _, h := range s.holders {
 			if slices.Contains(offenders, h.Namespace+"/"+h.Name) {
-				p.events = append(p.events, warning(h, metallb.ReasonAddressReserved, "%s is reserved by IPAddress %s; this Service is not authorized to hold it", s.ip, a.Name))
+				p.events = append(p.events, warningOnce(h, metallb.ReasonAddressReserved, "%s is reserved by IPAddress %s; this Service is not authorized to hold it", s.ip, a.Name))
 			}
 		}
 		st.Phase = v1alpha1.AddressConflict

@@ -412,3 +412,28 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+func TestOurs(t *testing.T) {
+	withFinalizer := &v1alpha1.IPAddress{}
+	withFinalizer.Finalizers = []string{metallb.FinalizerTeardown}
+	class := func(provisioner string) *v1alpha1.IPAddressClass {
+		return &v1alpha1.IPAddressClass{Spec: v1alpha1.IPAddressClassSpec{Provisioner: provisioner}}
+	}
+	for _, tc := range []struct {
+		name    string
+		address *v1alpha1.IPAddress
+		class   *v1alpha1.IPAddressClass
+		want    bool
+	}{
+		{"1 a class of the driver", &v1alpha1.IPAddress{}, class(metallb.Provisioner), true},
+		{"2 another driver's class, whatever the finalizers", withFinalizer, class("static.example.com"), false},
+		{"3 class gone, the teardown finalizer left: still the driver's to let go", withFinalizer, nil, true},
+		{"4 class gone, no finalizer: nothing to hold", &v1alpha1.IPAddress{}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ours(tc.address, tc.class); got != tc.want {
+				t.Errorf("ours = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

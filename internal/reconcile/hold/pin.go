@@ -25,7 +25,7 @@ func sharingKey(claimUID types.UID) string { return sharingKeyPrefix + string(cl
 func pinnable(svc *corev1.Service) bool {
 	pins := svc.Annotations[metallb.AnnotationLoadBalancerIPs]
 	if pins == "" {
-		_, legacy := svc.Annotations["metallb.universe.tf/loadBalancerIPs"]
+		_, legacy := svc.Annotations[metallb.LegacyLoadBalancerIPs]
 		return !legacy && svc.Spec.LoadBalancerIP == ""
 	}
 	return pins == svc.Annotations[metallb.AnnotationPinned]
