@@ -5,7 +5,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,11 +52,9 @@ func ClientOptions() client.Options {
 // CacheOptions cache Services without their managed fields, and pools
 // from the MetalLB namespace only.
 func CacheOptions(opts Options) cache.Options {
-	pool := &unstructured.Unstructured{}
-	pool.SetGroupVersionKind(metallb.PoolGVK)
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&corev1.Service{}: {Transform: cache.TransformStripManagedFields()},
-		pool:              {Namespaces: map[string]cache.Config{opts.MetalLBNamespace: {}}},
+		metallb.NewPool(): {Namespaces: map[string]cache.Config{opts.MetalLBNamespace: {}}},
 	}}
 }
 

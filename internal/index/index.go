@@ -157,3 +157,19 @@ func Requests(ctx context.Context, c client.Reader, list client.ObjectList, opts
 	})
 	return reqs
 }
+
+// AddressesOfClaim are requests for the addresses whose claimRef names the
+// claim namespace/name.
+func AddressesOfClaim(ctx context.Context, c client.Reader, namespace, name string) []reconcile.Request {
+	return Requests(ctx, c, &v1alpha1.IPAddressList{}, client.MatchingFields{AddressClaim: ClaimKey(namespace, name)})
+}
+
+// WaitingOnClass are requests for the claims of class still waiting for an
+// address, of either family.
+func WaitingOnClass(ctx context.Context, c client.Reader, class string) []reconcile.Request {
+	var reqs []reconcile.Request
+	for _, f := range v1alpha1.Dual.Families() {
+		reqs = append(reqs, Requests(ctx, c, &v1alpha1.IPAddressClaimList{}, client.MatchingFields{ClaimWaiting: WaitingKey(class, f)})...)
+	}
+	return reqs
+}

@@ -64,6 +64,14 @@ func (c *Classes) Class(ctx context.Context, name string) (Class, *v1alpha1.IPAd
 	return class, obj, nil
 }
 
+// ForClass is the body of a reconciler's class watch: it forgets every
+// judgement (a pool belongs to the oldest class naming it, so any class
+// may change another's), then maps the class through each.
+func (c *Classes) ForClass(ctx context.Context, o client.Object, each func(context.Context, string) []reconcile.Request) []reconcile.Request {
+	c.Changed()
+	return each(ctx, o.GetName())
+}
+
 // ForPool is the body of a reconciler's pool watch: it forgets every
 // judgement, then maps the pool to each class of the driver naming it
 // through each.

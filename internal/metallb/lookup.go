@@ -42,8 +42,7 @@ func (b Books) Class(ctx context.Context, name string) (c Class, obj *v1alpha1.I
 
 // Pool reads the IPAddressPool named name; nil when it does not exist.
 func (b Books) Pool(ctx context.Context, name string) (*unstructured.Unstructured, error) {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(PoolGVK)
+	u := NewPool()
 	if err := b.Reader.Get(ctx, client.ObjectKey{Namespace: b.Namespace, Name: name}, u); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil

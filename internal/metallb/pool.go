@@ -18,6 +18,14 @@ import (
 // unstructured objects: two fields do not justify MetalLB's module.
 var PoolGVK = schema.GroupVersionKind{Group: "metallb.io", Version: "v1beta1", Kind: "IPAddressPool"}
 
+// NewPool is an empty IPAddressPool object, to read into or to watch: the
+// driver has no Go types of MetalLB's.
+func NewPool() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(PoolGVK)
+	return u
+}
+
 // Parameters is the spec.parameters of a class this driver serves.
 type Parameters struct {
 	// Pool names a MetalLB IPAddressPool in the MetalLB namespace.

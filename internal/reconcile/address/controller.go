@@ -77,7 +77,7 @@ var claimLifecycle = predicate.Funcs{
 }
 
 func (r *Reconciler) addressesOfClaim(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.list(ctx, client.MatchingFields{index.AddressClaim: index.ClaimKey(o.GetNamespace(), o.GetName())})
+	return index.AddressesOfClaim(ctx, r.Client, o.GetNamespace(), o.GetName())
 }
 
 // releasedOfClass: a class's releaseDelay may have changed.

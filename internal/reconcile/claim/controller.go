@@ -148,11 +148,8 @@ func (r *Reconciler) readinessHandler() handler.EventHandler {
 			if equality.Semantic.DeepEqual(oldC, newC) {
 				return
 			}
-			for _, f := range v1alpha1.Dual.Families() {
-				for _, req := range index.Requests(ctx, r.Client, &v1alpha1.IPAddressClaimList{},
-					client.MatchingFields{index.ClaimWaiting: index.WaitingKey(e.ObjectNew.GetName(), f)}) {
-					q.Add(req)
-				}
+			for _, req := range index.WaitingOnClass(ctx, r.Client, e.ObjectNew.GetName()) {
+				q.Add(req)
 			}
 		},
 	}

@@ -35,7 +35,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -80,18 +79,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	if r.Now == nil {
 		r.Now = time.Now
 	}
-	pool := &unstructured.Unstructured{}
-	pool.SetGroupVersionKind(metallb.PoolGVK)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("metallb-iad-hold").
 		For(&v1alpha1.IPAddress{}).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forService)).
 		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(r.forClaim), builder.WithPredicates(claimLifecycle)).
 		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			r.Classes.Changed()
-			return r.ofClass(ctx, o.GetName())
+			return r.Classes.ForClass(ctx, o, r.ofClass)
 		})).
-		Watches(pool, handler.EnqueueRequestsFromMapFunc(r.forPool)).
+		Watches(metallb.NewPool(), handler.EnqueueRequestsFromMapFunc(r.forPool)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
@@ -112,8 +108,7 @@ func (r *Reconciler) forService(ctx context.Context, o client.Object) []reconcil
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
 	}
 	if claim := svc.Annotations[v1alpha1.AnnotationIPAddressClaim]; claim != "" {
-		reqs = append(reqs, index.Requests(ctx, r.Client, &v1alpha1.IPAddressList{},
-			client.MatchingFields{index.AddressClaim: index.ClaimKey(svc.Namespace, claim)})...)
+		reqs = append(reqs, index.AddressesOfClaim(ctx, r.Client, svc.Namespace, claim)...)
 	}
 	for _, ip := range append(metallb.ParseIPs(svc.Annotations[metallb.AnnotationPinned]), metallb.IngressIPs(svc)...) {
 		reqs = append(reqs, addressRequest(ip))
@@ -131,8 +126,7 @@ var claimLifecycle = predicate.Funcs{
 }
 
 func (r *Reconciler) forClaim(ctx context.Context, o client.Object) []reconcile.Request {
-	return index.Requests(ctx, r.Client, &v1alpha1.IPAddressList{},
-		client.MatchingFields{index.AddressClaim: index.ClaimKey(o.GetNamespace(), o.GetName())})
+	return index.AddressesOfClaim(ctx, r.Client, o.GetNamespace(), o.GetName())
 }
 
 func (r *Reconciler) ofClass(ctx context.Context, class string) []reconcile.Request {

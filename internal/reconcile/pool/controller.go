@@ -17,7 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -88,8 +87,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Now == nil {
 		r.Now = time.Now
 	}
-	pool := &unstructured.Unstructured{}
-	pool.SetGroupVersionKind(metallb.PoolGVK)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("metallb-iad-class").
 		// Any class may change which class a pool belongs to.
@@ -97,7 +94,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.(*v1alpha1.IPAddress).Spec.ClassName}}}
 		})).
-		Watches(pool, handler.EnqueueRequestsFromMapFunc(r.all)).
+		Watches(metallb.NewPool(), handler.EnqueueRequestsFromMapFunc(r.all)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(r)
 }

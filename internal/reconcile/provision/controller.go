@@ -28,7 +28,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -100,17 +99,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	stamped := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetAnnotations()[v1alpha1.AnnotationProvisioner] == metallb.Provisioner
 	})
-	pool := &unstructured.Unstructured{}
-	pool.SetGroupVersionKind(metallb.PoolGVK)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("metallb-iad-provision").
 		For(&v1alpha1.IPAddressClaim{}, builder.WithPredicates(stamped)).
 		Watches(&v1alpha1.IPAddress{}, r.addressHandler()).
 		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			r.Classes.Changed()
-			return r.waiting(ctx, o.GetName())
+			return r.Classes.ForClass(ctx, o, r.waiting)
 		})).
-		Watches(pool, handler.EnqueueRequestsFromMapFunc(r.forPool)).
+		Watches(metallb.NewPool(), handler.EnqueueRequestsFromMapFunc(r.forPool)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Complete(r)
 }
@@ -158,12 +154,7 @@ func (r *Reconciler) forPool(ctx context.Context, o client.Object) []reconcile.R
 
 // waiting are the claims of class still waiting for an address.
 func (r *Reconciler) waiting(ctx context.Context, class string) []reconcile.Request {
-	var reqs []reconcile.Request
-	for _, f := range v1alpha1.Dual.Families() {
-		reqs = append(reqs, index.Requests(ctx, r.Client, &v1alpha1.IPAddressClaimList{},
-			client.MatchingFields{index.ClaimWaiting: index.WaitingKey(class, f)})...)
-	}
-	return reqs
+	return index.WaitingOnClass(ctx, r.Client, class)
 }
 
 // Reconcile gathers a snapshot, decides, and creates the addresses.
