@@ -9,14 +9,12 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
-	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,7 +63,6 @@ type driverResults struct {
 	// The floor: N pinned Services assigned by MetalLB.
 	floorElapsed, floorCreateTime time.Duration
 	floorTimes                    []time.Duration
-	floorCreates                  int
 	floorWrites                   requests
 	// driverReady runs from the driver's start to its class being Ready.
 	driverReady time.Duration
@@ -74,7 +71,6 @@ type driverResults struct {
 	boundElapsed, heldElapsed time.Duration
 	createTime                time.Duration
 	timeToBound, timeToHeld   []time.Duration
-	claimCreates              int
 	writes                    requests
 	agents                    auditCounts
 	// CPU seconds over the claim phase; negative when unknown.
@@ -98,7 +94,9 @@ func (b *bench) measureDriver(ctx context.Context) (*driverResults, error) {
 		return nil, err
 	}
 	for name, first := range map[string]string{floorPool: floorFirstIP, driverPool: driverFirstIP} {
-		if err := b.c.Create(ctx, ipAddressPool(name, netip.PrefixFrom(netip.MustParseAddr(first), res.poolBits))); err != nil {
+		// Pools that hand out only pinned addresses, as the driver requires.
+		prefix := netip.PrefixFrom(netip.MustParseAddr(first), res.poolBits).Masked()
+		if err := b.c.Create(ctx, testmetallb.Pool(name, false, prefix.String())); err != nil {
 			return nil, err
 		}
 	}
@@ -123,17 +121,6 @@ func (b *bench) measureDriver(ctx context.Context) (*driverResults, error) {
 // works near a full pool (a /20 for N=1000, a /14 at most).
 func poolBits(n int) int {
 	return 32 - bits.Len(uint(4*n-1))
-}
-
-// ipAddressPool is a MetalLB pool that hands out only pinned addresses, as
-// the driver requires of its pools.
-func ipAddressPool(name string, prefix netip.Prefix) *unstructured.Unstructured {
-	pool := &unstructured.Unstructured{Object: map[string]any{
-		"metadata": map[string]any{"namespace": testmetallb.Namespace, "name": name},
-		"spec":     map[string]any{"addresses": []any{prefix.Masked().String()}, "autoAssign": false},
-	}}
-	pool.SetGroupVersionKind(metallb.PoolGVK)
-	return pool
 }
 
 // startMetalLB starts MetalLB's controller the way the playground does.
@@ -258,16 +245,13 @@ func (b *bench) floor(ctx context.Context, res *driverResults) error {
 	say("MetalLB floor: creating %d pinned LoadBalancer Services with %d workers", n, b.opts.workers)
 	ips := addressesFrom(floorFirstIP, n)
 	created := make([]time.Time, n)
-	var creates atomic.Int64
 	res.floorCreateTime, err = b.createAll(ctx, func(ctx context.Context, i int) error {
 		created[i] = time.Now()
-		creates.Add(1)
 		return b.c.Create(ctx, pinnedService(floorNamespace, floorServiceName(i), floorPool, ips[i]))
 	})
 	if err != nil {
 		return fmt.Errorf("creating floor Services: %w", err)
 	}
-	res.floorCreates = int(creates.Load())
 	if err := assigned.wait(ctx, b.opts.timeout); err != nil {
 		return err
 	}
@@ -403,11 +387,11 @@ func (b *bench) driverClaims(ctx context.Context, res *driverResults, driver, me
 	defer held.Close()
 
 	say("creating %d claims of class %s with %d workers", n, driverClassName, b.opts.workers)
-	created, creates, took, err := b.createClaims(ctx, driverClaimNamespace, driverClassName)
+	created, took, err := b.createClaims(ctx, driverClaimNamespace, driverClassName)
 	if err != nil {
 		return fmt.Errorf("creating driver claims: %w", err)
 	}
-	res.claimCreates, res.createTime = creates, took
+	res.createTime = took
 	say("created %d claims in %s; waiting for them to be Bound and held", n, res.createTime.Round(time.Millisecond))
 	if err := bound.wait(ctx, b.opts.timeout); err != nil {
 		return err
@@ -507,7 +491,7 @@ func (r *driverResults) print(w io.Writer, opts options) {
 	floor := r.floorElapsed.Seconds()
 	boundOfFloor, heldOfFloor := r.boundElapsed.Seconds()/floor, r.heldElapsed.Seconds()/floor
 	total := r.writes.total()
-	system := total - float64(r.claimCreates)
+	system := total - n
 	floorTotal := r.floorWrites.total()
 
 	fmt.Fprintf(w, "\nmetallb-iad driver path: N=%d, %d workers; MetalLB pools /%d, autoAssign: false; class Ready %s after the driver started\n\n",
@@ -519,7 +503,7 @@ func (r *driverResults) print(w io.Writer, opts options) {
 	row("MetalLB floor: time to assigned p50", percentile(r.floorTimes, 0.50).Round(time.Millisecond).String(),
 		"p99 "+percentile(r.floorTimes, 0.99).Round(time.Millisecond).String())
 	row("MetalLB floor: API writes per Service", fmt.Sprintf("%.3f", floorTotal/n),
-		fmt.Sprintf("%.3f without the %d creates", (floorTotal-float64(r.floorCreates))/n, r.floorCreates))
+		fmt.Sprintf("%.3f without the %d creates", (floorTotal-n)/n, opts.n))
 	row("driver: all claims Bound", r.boundElapsed.Round(time.Millisecond).String(),
 		fmt.Sprintf("%.2f × floor; %s (creates took %s)", boundOfFloor,
 			target(boundOfFloor <= targetBoundOfFloor, fmt.Sprintf("target ≤ %.1f × floor", targetBoundOfFloor)), r.createTime.Round(time.Millisecond)))
@@ -530,7 +514,7 @@ func (r *driverResults) print(w io.Writer, opts options) {
 	row("driver: time to held p50", percentile(r.timeToHeld, 0.50).Round(time.Millisecond).String(),
 		"p99 "+percentile(r.timeToHeld, 0.99).Round(time.Millisecond).String()+", to the claim's placeholder seen with its IP in status")
 	row("API writes per claim, all", fmt.Sprintf("%.3f", total/n),
-		fmt.Sprintf("%.0f mutating requests: the %d claim creates, the controllers', MetalLB's, events", total, r.claimCreates))
+		fmt.Sprintf("%.0f mutating requests: the %d claim creates, the controllers', MetalLB's, events", total, opts.n))
 	row("API writes per claim, without the creates", fmt.Sprintf("%.3f", system/n),
 		target(system/n <= targetDriverWritesPerClaim, fmt.Sprintf("target ≤ %.0f, MetalLB's and events included", targetDriverWritesPerClaim)))
 	row("CPU per claim, kube-apiserver", cpuPer(r.apiServerCPU, n), "its process_cpu_seconds_total over the claim phase")

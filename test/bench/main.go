@@ -73,13 +73,11 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -359,11 +357,10 @@ type results struct {
 	provisionElapsed  time.Duration
 	// bindElapsed runs from the first claim create request to the last
 	// claim seen Bound.
-	bindElapsed  time.Duration
-	createTime   time.Duration // creating the N claims
-	timeToBound  []time.Duration
-	claimCreates int
-	writes       requests
+	bindElapsed time.Duration
+	createTime  time.Duration // creating the N claims
+	timeToBound []time.Duration
+	writes      requests
 	// apiServerCPU and managerCPU are the CPU seconds kube-apiserver and
 	// the manager used from just before the first claim create until the
 	// writes settled, rawAPIServerCPU what kube-apiserver used creating the
@@ -430,7 +427,7 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 
 	say("creating %d claims with %d workers", n, b.opts.workers)
 	var created []time.Time
-	created, res.claimCreates, res.createTime, err = b.createClaims(ctx, claimNamespace, className)
+	created, res.createTime, err = b.createClaims(ctx, claimNamespace, className)
 	if err != nil {
 		return nil, fmt.Errorf("creating claims: %w", err)
 	}
@@ -442,18 +439,9 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 	// those writes. Watching them too would load the API server the
 	// figures measure.
 
-	bound := claimsBound.times()
-	first := slices.MinFunc(created, time.Time.Compare)
-	var last time.Time
-	for i := range n {
-		at := bound[claimName(i)]
-		if at.After(last) {
-			last = at
-		}
-		res.timeToBound = append(res.timeToBound, at.Sub(created[i]))
+	if res.bindElapsed, res.timeToBound, err = spans(created, claimsBound.times(), claimName); err != nil {
+		return nil, err
 	}
-	res.bindElapsed = last.Sub(first)
-	slices.Sort(res.timeToBound)
 
 	after, err := b.settledSnapshot(ctx)
 	if err != nil {
@@ -466,20 +454,18 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 }
 
 // createClaims creates N IPv4 claims of class in namespace with the
-// bench's workers; it returns when each create was sent, how many were,
-// and how long all took.
-func (b *bench) createClaims(ctx context.Context, namespace, class string) (created []time.Time, creates int, took time.Duration, err error) {
+// bench's workers; it returns when each create was sent and how long all
+// took.
+func (b *bench) createClaims(ctx context.Context, namespace, class string) (created []time.Time, took time.Duration, err error) {
 	created = make([]time.Time, b.opts.n)
-	var count atomic.Int64
 	took, err = b.createAll(ctx, func(ctx context.Context, i int) error {
 		created[i] = time.Now()
-		count.Add(1)
 		return b.c.Create(ctx, &v1alpha1.IPAddressClaim{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: claimName(i)},
 			Spec:       v1alpha1.IPAddressClaimSpec{ClassName: class, Family: v1alpha1.IPv4},
 		})
 	})
-	return created, int(count.Load()), took, err
+	return created, took, err
 }
 
 func claimName(i int) string { return fmt.Sprintf("claim-%05d", i) }
@@ -505,21 +491,16 @@ func (b *bench) provision(ctx context.Context) (time.Duration, error) {
 	}
 	defer available.Close()
 
-	ips := make([]string, n)
-	ip := netip.MustParseAddr(firstIP)
-	for i := range ips {
-		ips[i] = ip.String()
-		ip = ip.Next()
-	}
+	ips := addressesFrom(firstIP, n)
 	_, err = b.createAll(ctx, func(ctx context.Context, i int) error {
-		name, err := v1alpha1.IPAddressName(ips[i])
+		name, err := v1alpha1.IPAddressName(ips[i].String())
 		if err != nil {
 			return err
 		}
 		return b.c.Create(ctx, &v1alpha1.IPAddress{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: v1alpha1.IPAddressSpec{
-				Address:       ips[i],
+				Address:       ips[i].String(),
 				ClassName:     className,
 				ReclaimPolicy: v1alpha1.ReclaimRetain,
 				Source:        v1alpha1.AddressSource{FromClass: &v1alpha1.FromClassSource{}},
@@ -631,7 +612,7 @@ func (r *results) print(w io.Writer, opts options) {
 	bindRate := n / r.bindElapsed.Seconds()
 	ratio := bindRate / rawRate
 	total := r.writes.total()
-	controller := controllerWrites(r.writes) - float64(r.claimCreates)
+	controller := controllerWrites(r.writes) - n
 
 	fmt.Fprintf(w, "\naddress-controller bench: N=%d, %d workers, %d CPUs (%s/%s%s), %s\n",
 		opts.n, opts.workers, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, cpuModel(), runtime.Version())
@@ -646,7 +627,7 @@ func (r *results) print(w io.Writer, opts options) {
 	row("bind rate / raw create rate", fmt.Sprintf("%.3f", ratio), target(ratio >= targetRatio, fmt.Sprintf("target ≥ %.2f", targetRatio)))
 	row("time to Bound p50", percentile(r.timeToBound, 0.50).Round(time.Millisecond).String(), "from the create request to the watch seeing Bound")
 	row("time to Bound p99", percentile(r.timeToBound, 0.99).Round(time.Millisecond).String(), "max "+r.timeToBound[len(r.timeToBound)-1].Round(time.Millisecond).String())
-	row("API writes per bound claim, total", fmt.Sprintf("%.3f", total/n), fmt.Sprintf("%.0f mutating requests, the %d claim creates included", total, r.claimCreates))
+	row("API writes per bound claim, total", fmt.Sprintf("%.3f", total/n), fmt.Sprintf("%.0f mutating requests, the %d claim creates included", total, opts.n))
 	row("API writes per bound claim, controller", fmt.Sprintf("%.3f", controller/n), target(controller/n <= targetWritesPerClaim, fmt.Sprintf("target ≤ %.0f", targetWritesPerClaim)))
 	row("CPU per bound claim, kube-apiserver", cpuPer(r.apiServerCPU, n), "its process_cpu_seconds_total over the claim phase")
 	row("CPU per bound claim, manager", cpuPer(r.managerCPU, n), "from /proc over the claim phase")

@@ -64,28 +64,8 @@ func newDriverEnv(t *testing.T) *env {
 func (e *env) pool(suffix string, addresses ...string) string {
 	e.t.Helper()
 	name := e.class(suffix)
-	e.create(newPool(name, false, addresses...))
+	e.create(metallb.Pool(name, false, addresses...))
 	return name
-}
-
-func newPool(name string, autoAssign bool, addresses ...string) *unstructured.Unstructured {
-	spec := map[string]any{"addresses": toAny(addresses)}
-	if !autoAssign {
-		spec["autoAssign"] = false
-	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
-		"metadata": map[string]any{"namespace": metallb.Namespace, "name": name},
-		"spec":     spec,
-	}}
-}
-
-func toAny(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
 }
 
 // metalLBClass creates a class of the driver naming pool.
@@ -321,8 +301,4 @@ func (e *env) dumpServicesIfFailed() {
 		b.WriteString("MetalLB log tail:\n" + string(log[len(log)-4000:]))
 	}
 	e.t.Logf("Services at failure:\n%s", b.String())
-}
-
-func unstructuredSetStrings(obj map[string]any, values []string, fields ...string) error {
-	return unstructured.SetNestedStringSlice(obj, values, fields...)
 }

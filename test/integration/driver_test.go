@@ -10,10 +10,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	metallbiad "github.com/cozystack/address-controller/internal/metallb"
+	"github.com/cozystack/address-controller/test/metallb"
 )
 
 // The driver's tests run the core, the driver and MetalLB's own controller
@@ -191,7 +194,7 @@ func TestDriver_7_1_PoolRefused(t *testing.T) {
 	e := newDriverEnv(t)
 	missing := e.metalLBClass("missing", e.class("nopool"), v1alpha1.ReclaimRetain)
 	auto := e.class("auto")
-	e.create(newPool(auto, true, e.v4(16)+"/28"))
+	e.create(metallb.Pool(auto, true, e.v4(16)+"/28"))
 	autoClass := e.metalLBClass("autoclass", auto, v1alpha1.ReclaimRetain)
 	shared := e.pool("shared", e.v4(32)+"/28")
 	e.metalLBClass("first", shared, v1alpha1.ReclaimRetain)
@@ -219,7 +222,7 @@ func TestDriver_7_1_PoolRefused(t *testing.T) {
 		}, "claim of %s should say why it waits", class)
 	}
 
-	e.create(newPool(e.class("nopool"), false, e.v4(48)+"/28"))
+	e.create(metallb.Pool(e.class("nopool"), false, e.v4(48)+"/28"))
 	e.g.Expect(e.boundAddresses("for-"+missing, 1)).To(Equal([]string{e.v4(48)}))
 }
 
@@ -231,7 +234,7 @@ func TestDriver_7_6_ConflictSetAndCleared(t *testing.T) {
 	_, ip := e.webBound(v1alpha1.ReclaimRetain)
 	addr := nameOf(ip)
 	// Another load-balancer implementation hands out the same address.
-	other := e.service("other", nil, func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptrTo("example.com/other") })
+	other := e.service("other", nil, func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("example.com/other") })
 	e.update(other, func() {})
 	e.eventually(func(g Gomega) {
 		g.Expect(k8s.Get(e.ctx, client.ObjectKeyFromObject(other), other)).To(Succeed())
@@ -266,10 +269,10 @@ func TestDriver_7_6_LostSetAndCleared(t *testing.T) {
 	addr := nameOf(ip)
 	e.placeholderHolds(ip)
 
-	p := newPool(pool, false)
+	p := metallb.Pool(pool, false)
 	e.g.Expect(k8s.Get(e.ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
 	setAddresses := func(addresses ...string) {
-		e.update(p, func() { _ = unstructuredSetStrings(p.Object, addresses, "spec", "addresses") })
+		e.update(p, func() { _ = unstructured.SetNestedStringSlice(p.Object, addresses, "spec", "addresses") })
 	}
 	setAddresses(e.v4(8) + "/29")
 	lost := func(reason string) {
@@ -297,11 +300,9 @@ func TestDriver_7_6_LostSetAndCleared(t *testing.T) {
 
 	e.delete(p)
 	lost(metallbiad.ReasonPoolNotFound)
-	e.create(newPool(pool, false, e.v4(0)+"/28"))
+	e.create(metallb.Pool(pool, false, e.v4(0)+"/28"))
 	restored()
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // 7: a driver restarted at any moment — while provisioning, attaching and
 // detaching — loses no reservation, creates no duplicate, and never lets

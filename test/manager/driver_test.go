@@ -13,7 +13,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -52,7 +51,6 @@ func TestDriverBinary(t *testing.T) {
 	var mlbOut bytes.Buffer
 	mlb, err := metallb.Run(ctx, cp, bin, dir, &mlbOut)
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "metallb-iad-system"}})).To(Succeed())
 
 	run := func(name, role string, args ...string) {
 		t.Helper()
@@ -93,11 +91,7 @@ func TestDriverBinary(t *testing.T) {
 	g.Eventually(func() int { return get(t, "http://"+probeAddr+"/readyz", "") }).Should(Equal(http.StatusOK))
 
 	By("it provisions a claim of its class from the pool and holds the address")
-	g.Expect(k8s.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
-		"metadata": map[string]any{"namespace": metallb.Namespace, "name": "reserved"},
-		"spec":     map[string]any{"addresses": []any{"198.51.100.0/30"}, "autoAssign": false},
-	}})).To(Succeed())
+	g.Expect(k8s.Create(ctx, metallb.Pool("reserved", false, "198.51.100.0/30"))).To(Succeed())
 	g.Expect(k8s.Create(ctx, &v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: "reserved"},
 		Spec: v1alpha1.IPAddressClassSpec{Provisioner: "metallb.drivers.local.sdn.cozystack.io",
 			Parameters: &apiruntime.RawExtension{Raw: []byte(`{"pool":"reserved"}`)}}})).To(Succeed())

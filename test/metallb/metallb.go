@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/test/controlplane"
@@ -48,6 +49,19 @@ func Prepare(ctx context.Context, c client.Client) error {
 		}
 	}
 	return nil
+}
+
+// Pool is an IPAddressPool named name in Namespace.
+func Pool(name string, autoAssign bool, addresses ...string) *unstructured.Unstructured {
+	pool := &unstructured.Unstructured{}
+	pool.SetAPIVersion("metallb.io/v1beta1")
+	pool.SetKind("IPAddressPool")
+	pool.SetNamespace(Namespace)
+	pool.SetName(name)
+	// Neither can fail: spec is created here, as a map.
+	_ = unstructured.SetNestedStringSlice(pool.Object, addresses, "spec", "addresses")
+	_ = unstructured.SetNestedField(pool.Object, autoAssign, "spec", "autoAssign")
+	return pool
 }
 
 // Args are the controller's flags for a cluster without nodes or webhooks,

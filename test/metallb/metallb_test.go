@@ -11,7 +11,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -54,12 +53,7 @@ func TestMetalLBAssignsPinnedAddresses(t *testing.T) {
 		}
 	})
 
-	pool := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "metallb.io/v1beta1", "kind": "IPAddressPool",
-		"metadata": map[string]any{"namespace": Namespace, "name": "reserved"},
-		"spec":     map[string]any{"addresses": []any{"198.51.100.0/28", "2001:db8:100::1-2001:db8:100::f"}, "autoAssign": false},
-	}}
-	g.Expect(k8s.Create(ctx, pool)).To(Succeed())
+	g.Expect(k8s.Create(ctx, Pool("reserved", false, "198.51.100.0/28", "2001:db8:100::1-2001:db8:100::f"))).To(Succeed())
 
 	lb := func(name string, annotations map[string]string) *corev1.Service {
 		return &corev1.Service{

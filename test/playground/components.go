@@ -84,7 +84,7 @@ func components(root, binDir, cpBin, dir, kubeconfig string, wh *controlplane.We
 				"--driver-usernames=system:serviceaccount:" + driverNamespace + ":" + driverAccount,
 			},
 			setup: func(ctx context.Context, cp *controlplane.ControlPlane) error {
-				if err := installTenantRoles(ctx, cp, root); err != nil {
+				if err := installTenantRoles(ctx, cp, root, cpBin); err != nil {
 					return err
 				}
 				return identity(coreNamespace, coreAccount, filepath.Join(root, "config", "rbac", "role.yaml"), coreKubeconfig)(ctx, cp)
@@ -179,13 +179,14 @@ func waitForTLS(ctx context.Context, addr string) error {
 
 // installTenantRoles applies the core chart's ClusterRoles that aggregate
 // claim access into the built-in admin, edit and view roles, rendered by
-// bin/helm from charts/address-controller: tenants get what they get in a
-// cluster.
-func installTenantRoles(ctx context.Context, cp *controlplane.ControlPlane, root string) error {
-	out, err := exec.CommandContext(ctx, filepath.Join(root, "bin", "helm"), "template", "address-controller",
+// cpBin's helm from charts/address-controller: tenants get what they get in
+// a cluster.
+func installTenantRoles(ctx context.Context, cp *controlplane.ControlPlane, root, cpBin string) error {
+	helm := filepath.Join(cpBin, "helm")
+	out, err := exec.CommandContext(ctx, helm, "template", "address-controller",
 		filepath.Join(root, "charts", "address-controller"), "--show-only", "templates/aggregated-roles.yaml").Output()
 	if err != nil {
-		return fmt.Errorf("rendering the tenant roles with bin/helm: %w", err)
+		return fmt.Errorf("rendering the tenant roles with %s: %w", helm, err)
 	}
 	c, err := client.New(cp.Config, client.Options{})
 	if err != nil {
