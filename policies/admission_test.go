@@ -2,6 +2,7 @@ package policies_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/admission"
 
+	"github.com/cozystack/address-controller/internal/metallb"
 	"github.com/cozystack/address-controller/policies"
 )
 
@@ -440,5 +442,24 @@ func TestServicePins_ShippedObjects(t *testing.T) {
 	}
 	if !strings.Contains(params.Data["allowedUsernames"], driver.name) {
 		t.Errorf("the shipped params do not allow the driver %s", driver.name)
+	}
+}
+
+// The annotations the policy reserves are the driver's: MetalLB's backend
+// annotations it refuses to overwrite and its own pin marker. (The matrix
+// above holds the policy to reservedFields; this holds reservedFields to the
+// driver's code.)
+func TestReservedAnnotationsAreTheDrivers(t *testing.T) {
+	var got []string
+	for _, f := range reservedFields {
+		if f.annotation {
+			got = append(got, strings.TrimSuffix(strings.TrimPrefix(f.path, "metadata.annotations["), "]"))
+		}
+	}
+	want := append(slices.Clone(metallb.BackendAnnotations), metallb.AnnotationPinned)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("reserved annotations %v, the driver's %v", got, want)
 	}
 }
