@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"testing"
 )
 
 const (
@@ -73,6 +74,31 @@ func BinDir() (string, error) {
 		return "", fmt.Errorf("%s is not set and %w", BinEnv, err)
 	}
 	return filepath.Join(root, "bin"), nil
+}
+
+// Binaries checks that etcd, kube-apiserver, kube-controller-manager and
+// extra are in BinDir, as Start looks for them, and returns that directory.
+func Binaries(extra ...string) (string, error) {
+	dir, err := BinDir()
+	if err != nil {
+		return "", err
+	}
+	_, err = findBinaries(dir, append([]string{Etcd, KubeAPIServer, KubeControllerManager}, extra...)...)
+	return dir, err
+}
+
+// RequireBinaries is Binaries for a test: without them the test skips, or
+// fails when CI is set, where a missing binary is a broken build.
+func RequireBinaries(t testing.TB, extra ...string) string {
+	t.Helper()
+	dir, err := Binaries(extra...)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	return dir
 }
 
 // findBinaries returns the paths of the named binaries in dir, or one error

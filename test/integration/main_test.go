@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
@@ -83,7 +82,7 @@ func runTests(m *testing.M) int {
 	} else {
 		ctrl.SetLogger(zap.New(zap.WriteTo(io.Discard)))
 	}
-	if err := binariesPresent(); err != nil {
+	if _, err := controlplane.Binaries(metallb.Binary); err != nil {
 		if os.Getenv(ciEnv) != "" {
 			fmt.Fprintf(os.Stderr, "integration: %v\n$%s is set: missing binaries are a failure there\n", err, ciEnv)
 			return 1
@@ -123,27 +122,6 @@ func runTests(m *testing.M) int {
 		}
 	}
 	return code
-}
-
-// binariesPresent checks for the control plane binaries the way
-// controlplane.Start looks for them, so that their absence skips rather
-// than fails outside CI.
-func binariesPresent() error {
-	dir, err := controlplane.BinDir()
-	if err != nil {
-		return err
-	}
-	var missing []string
-	for _, name := range []string{controlplane.Etcd, controlplane.KubeAPIServer, controlplane.KubeControllerManager, metallb.Binary} {
-		st, err := os.Stat(filepath.Join(dir, name))
-		if err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("%s missing in %s (run `make controlplane`, or set %s)", strings.Join(missing, ", "), dir, controlplane.BinEnv)
-	}
-	return nil
 }
 
 // metricsTaken: the core's metrics register once per process; every later

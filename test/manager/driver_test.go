@@ -31,16 +31,7 @@ func TestDriverBinary(t *testing.T) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(60 * time.Second)
 	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	bin, err := controlplane.BinDir()
-	if err == nil {
-		_, err = os.Stat(filepath.Join(bin, metallb.Binary))
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no control plane or MetalLB binaries: %v", err)
-		}
-		t.Skipf("no control plane or MetalLB binaries: %v", err)
-	}
+	bin := controlplane.RequireBinaries(t, metallb.Binary)
 	root, err := controlplane.RepoRoot()
 	g.Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

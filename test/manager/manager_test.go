@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -41,9 +40,7 @@ func TestManagerBinary(t *testing.T) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(30 * time.Second)
 	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
-	if _, err := controlplane.BinDir(); err != nil && os.Getenv("CI") == "" {
-		t.Skipf("no control plane binaries: %v", err)
-	}
+	controlplane.RequireBinaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 

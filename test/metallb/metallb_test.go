@@ -3,7 +3,6 @@ package metallb
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -21,16 +20,7 @@ func TestMetalLBAssignsPinnedAddresses(t *testing.T) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(60 * time.Second)
 	g.SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
-	bin, err := controlplane.BinDir()
-	if err == nil {
-		_, err = os.Stat(filepath.Join(bin, Binary))
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no MetalLB controller: %v", err)
-		}
-		t.Skipf("no MetalLB controller (make bin/metallb-controller): %v", err)
-	}
+	bin := controlplane.RequireBinaries(t, Binary)
 	root, err := controlplane.RepoRoot()
 	g.Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

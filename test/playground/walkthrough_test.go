@@ -25,6 +25,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/test/controlplane"
+	"github.com/cozystack/address-controller/test/metallb"
 	"github.com/cozystack/address-controller/test/proc"
 )
 
@@ -99,16 +100,7 @@ func newReader(t *testing.T) *reader {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cpBin, err := controlplane.BinDir()
-	if err == nil {
-		_, err = os.Stat(filepath.Join(cpBin, "kubectl"))
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no kubectl: %v", err)
-		}
-		t.Skipf("no kubectl (make bin/kubectl): %v", err)
-	}
+	cpBin := controlplane.RequireBinaries(t, "kubectl", "helm", metallb.Binary)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
 	for pkg, name := range map[string]string{"./cmd/manager": "manager", "./cmd/metallb-iad": "metallb-iad", "./test/playground": "playground"} {

@@ -3,7 +3,6 @@ package policy
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -125,12 +124,7 @@ func TestServicePins_EnforcedByKubeAPIServer(t *testing.T) {
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(60 * time.Second)
 	g.SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
-	if _, err := controlplane.BinDir(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("no control plane binaries: %v", err)
-		}
-		t.Skipf("no control plane binaries (make controlplane): %v", err)
-	}
+	controlplane.RequireBinaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	start := time.Now()

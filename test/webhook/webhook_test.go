@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -54,9 +53,7 @@ type world struct {
 func start(t *testing.T) *world {
 	t.Helper()
 	g := NewWithT(t)
-	if _, err := controlplane.BinDir(); err != nil && os.Getenv("CI") == "" {
-		t.Skipf("no control plane binaries: %v", err)
-	}
+	controlplane.RequireBinaries(t)
 	root, err := controlplane.RepoRoot()
 	g.Expect(err).NotTo(HaveOccurred())
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
