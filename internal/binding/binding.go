@@ -69,6 +69,21 @@ func SetPhase(status *v1alpha1.IPAddressStatus, phase v1alpha1.AddressPhase, mes
 	return SetCondition(&status.Conditions, cond, now) || changed
 }
 
+// CorePhase reads back the core-owned phase SetPhase last recorded in the
+// Bound condition (Pending when there is none): what a driver restores when
+// the Conflict or Lost it set is over.
+func CorePhase(st *v1alpha1.IPAddressStatus) v1alpha1.AddressPhase {
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionBound)
+	if c == nil {
+		return v1alpha1.AddressPending
+	}
+	switch p := v1alpha1.AddressPhase(c.Reason); p {
+	case v1alpha1.AddressBound, v1alpha1.AddressAvailable, v1alpha1.AddressReleased:
+		return p
+	}
+	return v1alpha1.AddressPending
+}
+
 // SetCondition sets cond in conditions, moving lastTransitionTime when the
 // status or the reason changes. It reports whether anything changed.
 func SetCondition(conditions *[]metav1.Condition, cond metav1.Condition, now time.Time) bool {

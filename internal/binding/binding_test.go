@@ -102,3 +102,32 @@ func TestAnnotatedClasses(t *testing.T) {
 		})
 	}
 }
+
+// CorePhase reads back what SetPhase wrote, whatever phase a driver has
+// put on top since.
+func TestCorePhase(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		set   v1alpha1.AddressPhase // "" leaves the status without a Bound condition
+		after v1alpha1.AddressPhase
+		want  v1alpha1.AddressPhase
+	}{
+		{"1 nothing recorded: Pending", "", v1alpha1.AddressLost, v1alpha1.AddressPending},
+		{"2 Bound under Conflict", v1alpha1.AddressBound, v1alpha1.AddressConflict, v1alpha1.AddressBound},
+		{"3 Available under Lost", v1alpha1.AddressAvailable, v1alpha1.AddressLost, v1alpha1.AddressAvailable},
+		{"4 Released under Conflict", v1alpha1.AddressReleased, v1alpha1.AddressConflict, v1alpha1.AddressReleased},
+		{"5 Pending stays Pending", v1alpha1.AddressPending, v1alpha1.AddressLost, v1alpha1.AddressPending},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var st v1alpha1.IPAddressStatus
+			if tc.set != "" {
+				SetPhase(&st, tc.set, "", now)
+			}
+			st.Phase = tc.after
+			if got := CorePhase(&st); got != tc.want {
+				t.Errorf("CorePhase = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

@@ -363,22 +363,8 @@ func restore(s snapshot, st *v1alpha1.IPAddressStatus, p *plan) {
 		p.events = append(p.events, normal(a, metallb.ReasonConflictResolved, "no unauthorized Service holds %s any more", s.ip))
 	}
 	if st.Phase == v1alpha1.AddressConflict || st.Phase == v1alpha1.AddressLost {
-		st.Phase = corePhase(st)
+		st.Phase = binding.CorePhase(st)
 	}
-}
-
-// corePhase is the core-owned phase the core last recorded: its Bound
-// condition is True for Bound and carries the phase as reason otherwise.
-func corePhase(st *v1alpha1.IPAddressStatus) v1alpha1.AddressPhase {
-	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionBound)
-	if c == nil {
-		return v1alpha1.AddressPending
-	}
-	switch p := v1alpha1.AddressPhase(c.Reason); p {
-	case v1alpha1.AddressBound, v1alpha1.AddressAvailable, v1alpha1.AddressReleased:
-		return p
-	}
-	return v1alpha1.AddressPending
 }
 
 // unauthorized names the Services holding the address that neither its
