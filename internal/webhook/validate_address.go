@@ -19,6 +19,9 @@ const (
 		"a driver or an administrator pre-binds one only by creating the address with claimRef set"
 	msgCompleteUID = "only the address-controller core completes a pre-binding's uid, when it accepts the binding"
 	msgClearBind   = "only an administrator or the address-controller core clears a binding"
+	// msgClearLive takes the phase and the claim's namespace and name.
+	msgClearLive = "an administrator clears a binding only on a Released address, and this one is %s: " +
+		"to release it, delete IPAddressClaim %s/%s (its addresses' reclaimPolicy then applies)"
 	msgRepoint     = "re-pointing a binding to another claim is never allowed; clear it first"
 
 	msgCorePhase   = "only the address-controller core moves an address between Pending, Available, Bound and Released"
@@ -58,23 +61,29 @@ func ValidateAddressUpdate(oldAddr, newAddr *v1alpha1.IPAddress, u authenticatio
 	errs = append(errs, apimachineryvalidation.ValidateImmutableField(n.Address, o.Address, fldPath.Child("address"))...)
 	errs = append(errs, apimachineryvalidation.ValidateImmutableField(n.ClassName, o.ClassName, fldPath.Child("className"))...)
 	errs = append(errs, apimachineryvalidation.ValidateImmutableField(n.Source, o.Source, fldPath.Child("source"))...)
-	return append(errs, validateClaimRefUpdate(o.ClaimRef, n.ClaimRef, u, p, fldPath.Child("claimRef"))...)
+	return append(errs, validateClaimRefUpdate(o.ClaimRef, n.ClaimRef, oldAddr.Status.Phase, u, p, fldPath.Child("claimRef"))...)
 }
 
 // validateClaimRefUpdate: the core sets a binding when it matches and
-// completes the uid of a pre-binding when it accepts it; an admin (recycling
-// a Released address) or the core (releaseDelay) clears one. Drivers and
-// admins bind only by creating an address pre-bound, which is not an update.
-// Nobody re-points a binding in place: the claim it names would lose its
-// address without its reclaim running.
-func validateClaimRefUpdate(o, n *v1alpha1.ClaimReference, u authenticationv1.UserInfo, p Principals, fldPath *field.Path) field.ErrorList {
+// completes the uid of a pre-binding when it accepts it; the core
+// (releaseDelay) clears one, and so does an admin recycling a Released
+// address or withdrawing a pre-binding no claim has accepted. An admin
+// never clears a live binding (phase is the address's): the claim would
+// lose its address, and its Service the address, without reclaim running.
+// Drivers and admins bind only by creating an address pre-bound, which is
+// not an update. Nobody re-points a binding in place, for the same reason.
+func validateClaimRefUpdate(o, n *v1alpha1.ClaimReference, phase v1alpha1.AddressPhase, u authenticationv1.UserInfo, p Principals, fldPath *field.Path) field.ErrorList {
 	switch {
 	case o == nil && n == nil:
 		return nil
 	case o == nil:
 		return forbiddenUnless(p.IsCore(u), fldPath, msgBind)
+	case n == nil && p.IsCore(u):
+		return nil
+	case n == nil && p.IsAdmin(u) && phase != v1alpha1.AddressReleased && o.UID != "":
+		return field.ErrorList{field.Forbidden(fldPath, fmt.Sprintf(msgClearLive, phaseOrNone(phase), o.Namespace, o.Name))}
 	case n == nil:
-		return forbiddenUnless(p.IsCore(u) || p.IsAdmin(u), fldPath, msgClearBind)
+		return forbiddenUnless(p.IsAdmin(u), fldPath, msgClearBind)
 	case o.Namespace != n.Namespace || o.Name != n.Name:
 		return field.ErrorList{field.Forbidden(fldPath, msgRepoint)}
 	case o.UID == n.UID:
@@ -120,6 +129,13 @@ func validatePhaseUpdate(o, n v1alpha1.AddressPhase, u authenticationv1.UserInfo
 	default:
 		return forbiddenUnless(p.IsCore(u), fldPath, msgCorePhase)
 	}
+}
+
+func phaseOrNone(ph v1alpha1.AddressPhase) string {
+	if ph == "" {
+		return "not yet judged by the core"
+	}
+	return string(ph)
 }
 
 func driverPhase(ph v1alpha1.AddressPhase) bool {

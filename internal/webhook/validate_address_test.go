@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"fmt"
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -137,6 +138,13 @@ func TestValidateAddressUpdate(t *testing.T) {
 		{"an admin can clear a binding", admin, newAddress(bound, addrPhase(v1alpha1.AddressReleased)), newAddress(addrPhase(v1alpha1.AddressReleased)), nil},
 		{"a member of a listed admin group can clear a pre-binding",
 			authenticationv1.UserInfo{Username: "oidc:root", Groups: []string{"cozystack-cluster-admin"}}, newAddress(preBound), newAddress(), nil},
+		{"an admin cannot clear a Bound address's binding", admin, newAddress(bound, addrPhase(v1alpha1.AddressBound)), newAddress(addrPhase(v1alpha1.AddressBound)),
+			field.ErrorList{field.Forbidden(claimRef, fmt.Sprintf(msgClearLive, "Bound", "tenant", "web"))}},
+		{"an admin cannot clear a Lost address's binding", admin, newAddress(bound, addrPhase(v1alpha1.AddressLost)), newAddress(addrPhase(v1alpha1.AddressLost)),
+			field.ErrorList{field.Forbidden(claimRef, fmt.Sprintf(msgClearLive, "Lost", "tenant", "web"))}},
+		{"an admin cannot clear the binding of an address the core has not judged", admin, newAddress(bound), newAddress(),
+			field.ErrorList{field.Forbidden(claimRef, fmt.Sprintf(msgClearLive, "not yet judged by the core", "tenant", "web"))}},
+		{"the core can clear a Bound address's binding", core, newAddress(bound, addrPhase(v1alpha1.AddressBound)), newAddress(addrPhase(v1alpha1.AddressBound)), nil},
 		{"a driver cannot clear a binding", driver, newAddress(bound), newAddress(), unbind},
 		{"a tenant cannot clear a binding", tenant, newAddress(bound), newAddress(), unbind},
 

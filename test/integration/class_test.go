@@ -97,3 +97,22 @@ func TestClass_Deletion_ForcedKeepsBindings(t *testing.T) {
 	a := e.addressPhase(addr.Name, v1alpha1.AddressReleased)
 	e.g.Expect(a.Spec.ClaimRef).To(Equal(&v1alpha1.ClaimReference{Namespace: e.ns, Name: "c", UID: claim.UID}))
 }
+
+// Issue 11 defect 4: deleting the class of a Pending claim turns its
+// ClassResolved condition to ClassNotFound within seconds; nothing but the
+// class's deletion wakes the claim.
+func TestClass_Deletion_PendingClaimSaysClassNotFound(t *testing.T) {
+	e := newEnv(t)
+	class := e.createClass(e.class("a"))
+	startManager(t)
+
+	e.createClaim("c", class.Name)
+	e.classResolved("c", metav1.ConditionTrue, v1alpha1.ReasonResolved)
+	e.eventually(func(g Gomega) {
+		g.Expect(e.getClaim(g, "c").Status.Phase).To(Equal(v1alpha1.ClaimPending))
+	})
+
+	e.delete(class)
+	e.classResolved("c", metav1.ConditionFalse, v1alpha1.ReasonClassNotFound)
+	e.eventually(func(g Gomega) { e.gone(g, class) })
+}

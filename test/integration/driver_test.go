@@ -436,3 +436,24 @@ func TestDriver_AdoptAnAddressAServiceHolds(t *testing.T) {
 	e.g.Expect(all.Items).To(HaveLen(1), "nothing else allocated")
 	w.check(t)
 }
+
+// Issue 11 defect 2: a claim deleted and re-created under its name within
+// a minute (a GitOps re-apply) is provisioned at once. The pool has one
+// address, so the re-created claim gets it only if neither the old claim's
+// memory (keyed by name, it said the claim already had an address) nor the
+// memory of the deleted address (it said the IP was taken) outlives them.
+func TestDriver_7_2_ClaimRecreatedUnderItsName(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/32"), v1alpha1.ReclaimDelete)
+	old := e.createClaim("web", class)
+	ip := e.boundAddresses("web", 1)[0]
+	e.placeholderHolds(ip)
+
+	e.delete(old)
+	e.eventually(func(g Gomega) { e.gone(g, old) })
+	e.eventually(func(g Gomega) { e.gone(g, &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: nameOf(ip)}}) })
+	fresh := e.createClaim("web", class)
+	c := e.claimBoundTo("web", nameOf(ip))
+	e.g.Expect(c.UID).To(Equal(fresh.UID))
+	e.placeholderHolds(ip)
+}

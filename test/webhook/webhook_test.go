@@ -232,7 +232,7 @@ func TestWebhooks(t *testing.T) {
 		refused(g, set(w.driver, v1alpha1.AddressReleased), "status.phase")
 	})
 
-	t.Run("a binding is never re-pointed; an admin may clear it", func(t *testing.T) {
+	t.Run("a binding is never re-pointed; an admin clears it only once Released", func(t *testing.T) {
 		g := NewWithT(t)
 		var a v1alpha1.IPAddress
 		g.Expect(w.admin.Get(ctx, client.ObjectKeyFromObject(addr), &a)).To(Succeed())
@@ -241,11 +241,16 @@ func TestWebhooks(t *testing.T) {
 		g.Expect(w.admin.Get(ctx, client.ObjectKeyFromObject(addr), &a)).To(Succeed())
 		a.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "tenant", Name: "web"}
 		refused(g, w.tenant.Update(ctx, &a), "spec.claimRef")
-		// An admin may clear it (a dry run, so the binding stays for the
-		// cases below; who else may not is TestValidateAddressUpdate's).
+		// An admin may not clear the binding of a Bound address, not even in
+		// a dry run, and is told how an address is released (issue 11
+		// defect 5); who else may not is TestValidateAddressUpdate's.
 		g.Expect(w.admin.Get(ctx, client.ObjectKeyFromObject(addr), &a)).To(Succeed())
+		g.Expect(a.Status.Phase).To(Equal(v1alpha1.AddressBound))
 		a.Spec.ClaimRef = nil
-		g.Expect(w.admin.Update(ctx, &a, client.DryRunAll)).To(Succeed())
+		err := w.admin.Update(ctx, &a, client.DryRunAll)
+		refused(g, err, "spec.claimRef")
+		g.Expect(err.Error()).To(ContainSubstring("delete IPAddressClaim tenant/web"))
+		refused(g, w.admin.Update(ctx, &a), "spec.claimRef")
 	})
 
 	t.Run("an address's name must be derived from its IP", func(t *testing.T) {

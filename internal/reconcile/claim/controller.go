@@ -26,9 +26,10 @@ package claim
 // informer delivers it, so a pass on a stale cache neither binds a claim
 // twice nor offers an address it has just bound. A claim is woken by the
 // addresses naming it, by the address it pre-binds, by class changes while
-// its class is unresolved, and by the matcher — which, per pool of class and
-// family, wakes only as many waiting claims as there are Available
-// addresses, oldest first, instead of every waiting claim in the cluster.
+// its class is unresolved or while it waits on the changed class, and by
+// the matcher — which, per pool of class and family, wakes only as many
+// waiting claims as there are Available addresses, oldest first, instead of
+// every waiting claim in the cluster.
 
 import (
 	"context"
@@ -90,7 +91,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Named("ipaddressclaim").
 		For(&v1alpha1.IPAddressClaim{}).
 		Watches(&v1alpha1.IPAddress{}, r.addressHandler()).
-		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.unresolvedClaims)).
+		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.classChanged)).
 		Watches(&v1alpha1.IPAddressClass{}, r.readinessHandler()).
 		WatchesRawSource(source.Channel(r.wake, &handler.TypedEnqueueRequestForObject[*v1alpha1.IPAddressClaim]{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
@@ -155,9 +156,13 @@ func (r *Reconciler) readinessHandler() handler.EventHandler {
 	}
 }
 
-// unresolvedClaims: any class change retries the claims whose class did not resolve.
-func (r *Reconciler) unresolvedClaims(ctx context.Context, _ client.Object) []reconcile.Request {
-	return index.Requests(ctx, r.Client, &v1alpha1.IPAddressClaimList{}, client.MatchingFields{index.ClaimUnresolved: index.Unresolved})
+// classChanged: any class change retries the claims whose class did not
+// resolve, and the claims still waiting on the changed class — its deletion
+// (or the start of it) must turn their ClassResolved condition to
+// ClassNotFound at once, not when something else wakes them.
+func (r *Reconciler) classChanged(ctx context.Context, class client.Object) []reconcile.Request {
+	reqs := index.Requests(ctx, r.Client, &v1alpha1.IPAddressClaimList{}, client.MatchingFields{index.ClaimUnresolved: index.Unresolved})
+	return append(reqs, index.WaitingOnClass(ctx, r.Client, class.GetName())...)
 }
 
 // Reconcile gathers a snapshot, decides, and carries out the plan.

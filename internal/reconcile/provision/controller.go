@@ -72,9 +72,11 @@ type Reconciler struct {
 	// pick the same free address; the creates run outside it.
 	mu sync.Mutex
 	// inflight are the addresses this reconciler created lately, by name;
-	// claims the families it created them for, by claim.
+	// claims the families it created them for, by claim UID — a claim
+	// deleted and re-created under its name is another claim, owed its own
+	// addresses at once.
 	inflight map[string]inflight
-	claims   map[types.NamespacedName]map[v1alpha1.IPFamily]time.Time
+	claims   map[types.UID]map[v1alpha1.IPFamily]time.Time
 	// used is, per class, the taken addresses listed from the cache
 	// (refreshed after usedTTL) plus every address reserved since.
 	used map[string]usedList
@@ -94,7 +96,7 @@ type usedList struct {
 // SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	r.inflight = map[string]inflight{}
-	r.claims = map[types.NamespacedName]map[v1alpha1.IPFamily]time.Time{}
+	r.claims = map[types.UID]map[v1alpha1.IPFamily]time.Time{}
 	r.used = map[string]usedList{}
 	stamped := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetAnnotations()[v1alpha1.AnnotationProvisioner] == metallb.Provisioner
@@ -141,6 +143,7 @@ func (r *Reconciler) addressHandler() handler.EventHandler {
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if a, ok := e.Object.(*v1alpha1.IPAddress); ok {
+				r.forget(a)
 				named(a, q)
 				waiting(ctx, a, q)
 			}
@@ -176,11 +179,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	r.mu.Lock()
-	err = r.gather(ctx, &s)
+	recheck, err := r.gather(ctx, &s)
 	var p plan
 	if err == nil {
 		p = decide(s)
-		r.reserve(req.NamespacedName, p.create)
+		r.reserve(claim.UID, p.create)
 	}
 	r.mu.Unlock()
 	if err != nil {
@@ -190,13 +193,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if p.failure != "" {
 		r.Recorder.EventOnce(&claim, corev1.EventTypeWarning, metallb.ReasonProvisioningFailed, p.failure)
 	}
-	return r.create(ctx, req.NamespacedName, p.create)
+	res, err := r.create(ctx, claim.UID, p.create)
+	if err == nil && res.IsZero() && recheck > 0 {
+		// Only the memory said the claim has a family: if the address it
+		// remembers never shows up, nothing else would wake the claim.
+		res.RequeueAfter = recheck
+	}
+	return res, err
 }
 
 // create creates the reserved addresses in order. At the first failure the
 // addresses not yet created are released — neither the claim's nor taken —
 // so that the next pass provisions their families at once.
-func (r *Reconciler) create(ctx context.Context, claim types.NamespacedName, addrs []*v1alpha1.IPAddress) (reconcile.Result, error) {
+func (r *Reconciler) create(ctx context.Context, claim types.UID, addrs []*v1alpha1.IPAddress) (reconcile.Result, error) {
 	for i, a := range addrs {
 		err := r.Client.Create(ctx, a)
 		if err == nil {
@@ -219,13 +228,15 @@ func (r *Reconciler) create(ctx context.Context, claim types.NamespacedName, add
 }
 
 // gather fills the snapshot from the cache and the inflight memory; the
-// caller holds mu.
-func (r *Reconciler) gather(ctx context.Context, s *snapshot) error {
+// caller holds mu. recheck is how soon the memory of a family the cache
+// does not show yet expires: zero when the cache shows every family the
+// memory claims.
+func (r *Reconciler) gather(ctx context.Context, s *snapshot) (recheck time.Duration, err error) {
 	s.has = map[v1alpha1.IPFamily]bool{}
 	s.available = map[v1alpha1.IPFamily]bool{}
 	var named v1alpha1.IPAddressList
 	if err := r.Client.List(ctx, &named, client.MatchingFields{index.AddressClaim: index.ClaimKey(s.claim.Namespace, s.claim.Name)}); err != nil {
-		return err
+		return 0, err
 	}
 	for i := range named.Items {
 		if a := &named.Items[i]; binding.Holds(a, s.claim) || binding.PreBound(a, s.claim) {
@@ -235,7 +246,7 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) error {
 	for _, f := range s.claim.Spec.Family.Families() {
 		var avail v1alpha1.IPAddressList
 		if err := r.Client.List(ctx, &avail, client.MatchingFields{index.AddressPool: index.PoolKey(s.class.Name, f, v1alpha1.AddressAvailable)}, client.Limit(1)); err != nil {
-			return err
+			return 0, err
 		}
 		s.available[f] = len(avail.Items) > 0
 	}
@@ -244,7 +255,7 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) error {
 	if now.Sub(list.at) > usedTTL {
 		ips, err := r.Books.Used(ctx, s.class)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		r.expire(now)
 		for _, e := range r.inflight {
@@ -257,10 +268,15 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) error {
 	}
 	// Capped, so that what decide appends lands in a copy.
 	s.used = list.ips[:len(list.ips):len(list.ips)]
-	for f := range r.claims[client.ObjectKeyFromObject(s.claim)] {
-		s.has[f] = true
+	for f, at := range r.claims[s.claim.UID] {
+		if !s.has[f] {
+			s.has[f] = true
+			if left := inflightTTL - now.Sub(at); recheck == 0 || left < recheck {
+				recheck = max(left, time.Millisecond)
+			}
+		}
 	}
-	return nil
+	return recheck, nil
 }
 
 // expire forgets what is older than inflightTTL; the caller holds mu.
@@ -284,7 +300,7 @@ func (r *Reconciler) expire(now time.Time) {
 
 // reserve remembers the addresses a pass is about to create; the caller
 // holds mu.
-func (r *Reconciler) reserve(claim types.NamespacedName, addrs []*v1alpha1.IPAddress) {
+func (r *Reconciler) reserve(claim types.UID, addrs []*v1alpha1.IPAddress) {
 	now := time.Now()
 	for _, a := range addrs {
 		ip := netip.MustParseAddr(a.Spec.Address)
@@ -300,9 +316,18 @@ func (r *Reconciler) reserve(claim types.NamespacedName, addrs []*v1alpha1.IPAdd
 	}
 }
 
+// forget drops the memory of address a once the cache shows it gone: its
+// IP is free again at once, not when the memory would have expired.
+func (r *Reconciler) forget(a *v1alpha1.IPAddress) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.inflight, a.Name)
+	delete(r.used, a.Spec.ClassName)
+}
+
 // release undoes a reservation whose create failed: the address is not the
 // claim's, and — unless it exists already (taken) — not taken either.
-func (r *Reconciler) release(claim types.NamespacedName, a *v1alpha1.IPAddress, free bool) {
+func (r *Reconciler) release(claim types.UID, a *v1alpha1.IPAddress, free bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.claims[claim], binding.Family(a))

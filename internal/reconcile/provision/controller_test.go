@@ -23,9 +23,9 @@ import (
 // else already holds stays out of the next choice. (The memory is what
 // makes a pass skip a family; a stale entry would starve it for a minute.)
 func TestCreateReleasesWhatItDidNotCreate(t *testing.T) {
-	claimKey := types.NamespacedName{Namespace: "ns", Name: "web"}
 	claim := &v1alpha1.IPAddressClaim{}
-	claim.Namespace, claim.Name, claim.UID = claimKey.Namespace, claimKey.Name, "uid"
+	claim.Namespace, claim.Name, claim.UID = "ns", "web", "uid"
+	claimKey := claim.UID
 	v4 := newAddress(claim, "public", v1alpha1.ReclaimRetain, netip.MustParseAddr("203.0.113.1"))
 	v6 := newAddress(claim, "public", v1alpha1.ReclaimRetain, netip.MustParseAddr("2001:db8::1"))
 	for _, tc := range []struct {
@@ -50,7 +50,7 @@ func TestCreateReleasesWhatItDidNotCreate(t *testing.T) {
 				},
 			}).Build()
 			r := &Reconciler{Client: c, inflight: map[string]inflight{},
-				claims: map[types.NamespacedName]map[v1alpha1.IPFamily]time.Time{}, used: map[string]usedList{}}
+				claims: map[types.UID]map[v1alpha1.IPFamily]time.Time{}, used: map[string]usedList{}}
 			addrs := []*v1alpha1.IPAddress{v4.DeepCopy(), v6.DeepCopy()}
 			r.reserve(claimKey, addrs)
 			_, _ = r.create(context.Background(), claimKey, addrs)
