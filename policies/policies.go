@@ -21,6 +21,15 @@ const (
 	ServicePinsParamsFile  = "metallb-iad-service-pins-params.yaml"
 )
 
+// The files of metallb-iad-class-parameters in FS.
+const (
+	ClassParametersPolicyFile  = "metallb-iad-class-parameters.yaml"
+	ClassParametersBindingFile = "metallb-iad-class-parameters-binding.yaml"
+)
+
+// ClassParametersName names metallb-iad-class-parameters and its binding.
+const ClassParametersName = "metallb-iad-class-parameters"
+
 // Names fixed by the shipped metallb-iad-service-pins objects.
 const (
 	// ServicePinsName names the policy, its binding and its params.
@@ -56,6 +65,27 @@ func LoadServicePins() (*ServicePins, error) {
 		}
 	}
 	return &s, nil
+}
+
+// ClassParameters is metallb-iad-class-parameters as shipped.
+type ClassParameters struct {
+	Policy  *admissionregistrationv1.ValidatingAdmissionPolicy
+	Binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+}
+
+// LoadClassParameters decodes the embedded policy and binding, strictly.
+func LoadClassParameters() (*ClassParameters, error) {
+	c := ClassParameters{
+		Policy:  &admissionregistrationv1.ValidatingAdmissionPolicy{},
+		Binding: &admissionregistrationv1.ValidatingAdmissionPolicyBinding{},
+	}
+	if err := decode(ClassParametersPolicyFile, c.Policy); err != nil {
+		return nil, err
+	}
+	if err := decode(ClassParametersBindingFile, c.Binding); err != nil {
+		return nil, err
+	}
+	return &c, nil
 }
 
 func decode(file string, into any) error {

@@ -2,12 +2,19 @@ package metallb
 
 import (
 	"context"
+	"net/netip"
+	"slices"
+	"strings"
 	"sync"
+
+	"go4.org/netipx"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/allocator"
 )
 
 // Classes remembers resolved classes until a class or pool changes: every
@@ -24,6 +31,15 @@ type Classes struct {
 	mu         sync.Mutex
 	generation uint64
 	resolved   map[string]resolved
+	// pools are the parsed pools of MetalLB's namespace, by name, as of
+	// poolsGeneration; nil until first read.
+	pools           []poolRanges
+	poolsGeneration uint64
+}
+
+type poolRanges struct {
+	name   string
+	ranges *netipx.IPSet
 }
 
 type resolved struct {
@@ -38,6 +54,44 @@ func (c *Classes) Changed() {
 	defer c.mu.Unlock()
 	c.generation++
 	c.resolved = nil
+	c.pools = nil
+}
+
+// Covering names the pool in MetalLB's books that contains ip (the first by
+// name), or "" when none does. This, not a class's parameters, says whether
+// MetalLB can still hold an address: a class whose parameters an operator
+// mistyped, or that was removed by force, changes nothing in MetalLB.
+func (c *Classes) Covering(ctx context.Context, ip netip.Addr) (string, error) {
+	c.mu.Lock()
+	gen, pools := c.generation, c.pools
+	fresh := pools != nil && c.poolsGeneration == gen
+	c.mu.Unlock()
+	if !fresh {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(PoolGVK.GroupVersion().WithKind(PoolGVK.Kind + "List"))
+		if err := c.Books.Reader.List(ctx, list, client.InNamespace(c.Books.Namespace)); err != nil {
+			return "", err
+		}
+		pools = make([]poolRanges, 0, len(list.Items))
+		for i := range list.Items {
+			addresses, _, _ := unstructured.NestedStringSlice(list.Items[i].Object, "spec", "addresses")
+			if ranges, err := allocator.ParseRanges(addresses); err == nil {
+				pools = append(pools, poolRanges{name: list.Items[i].GetName(), ranges: ranges})
+			}
+		}
+		slices.SortFunc(pools, func(a, b poolRanges) int { return strings.Compare(a.name, b.name) })
+		c.mu.Lock()
+		if c.generation == gen {
+			c.pools, c.poolsGeneration = pools, gen
+		}
+		c.mu.Unlock()
+	}
+	for _, p := range pools {
+		if p.ranges.Contains(ip) {
+			return p.name, nil
+		}
+	}
+	return "", nil
 }
 
 // Class is Books.Class, remembered. obj is shared: callers must not modify it.

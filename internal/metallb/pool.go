@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/netip"
 
 	"go4.org/netipx"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -117,19 +116,4 @@ func olderClaimant(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressC
 		}
 	}
 	return ""
-}
-
-// LostReason says why the driver cannot hold ip for class: its pool is
-// gone or no longer contains it. Empty when it can, or when the class is
-// refused for a reason that does not stop MetalLB honouring a pin.
-func (c Class) LostReason(ip netip.Addr) (reason, message string) {
-	switch {
-	case c.PoolName == "" && c.Refusal != "":
-		return ReasonPoolNotFound, "class " + c.Name + " names no pool: " + c.Refusal
-	case !c.PoolFound:
-		return ReasonPoolNotFound, c.Refusal
-	case c.Ranges != nil && !c.Ranges.Contains(ip):
-		return ReasonNotInPool, fmt.Sprintf("%s is no longer in IPAddressPool %s", ip, c.PoolName)
-	}
-	return "", ""
 }

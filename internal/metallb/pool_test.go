@@ -1,8 +1,6 @@
 package metallb
 
 import (
-	"fmt"
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -57,27 +55,6 @@ func TestResolve(t *testing.T) {
 			c := Resolve(&tc.class, []v1alpha1.IPAddressClass{older, tc.class}, tc.pool, "metallb-system")
 			if got := c.Refusal; !strings.HasPrefix(got, tc.refusal) || (tc.refusal == "") != (got == "") {
 				t.Errorf("refusal = %q, want %q", got, tc.refusal)
-			}
-		})
-	}
-}
-
-func TestLostReason(t *testing.T) {
-	c := Resolve(&[]v1alpha1.IPAddressClass{class("public", `{"pool":"public"}`, 0)}[0], nil,
-		pool(map[string]any{"addresses": []any{"203.0.113.0/28"}, "autoAssign": false}), "metallb-system")
-	missing := Resolve(&[]v1alpha1.IPAddressClass{class("public", `{"pool":"public"}`, 0)}[0], nil, nil, "metallb-system")
-	for _, tc := range []struct {
-		c      Class
-		ip     string
-		reason string
-	}{
-		{c, "203.0.113.1", ""},
-		{c, "203.0.113.17", ReasonNotInPool},
-		{missing, "203.0.113.1", ReasonPoolNotFound},
-	} {
-		t.Run(fmt.Sprintf("%s %s", tc.c.Refusal, tc.ip), func(t *testing.T) {
-			if got, _ := tc.c.LostReason(netip.MustParseAddr(tc.ip)); got != tc.reason {
-				t.Errorf("LostReason = %q, want %q", got, tc.reason)
 			}
 		})
 	}

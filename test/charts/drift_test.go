@@ -55,3 +55,8 @@ func TestCRDsMatchGenerated(t *testing.T) {
 func TestServicePinsFilesMatchPolicies(t *testing.T) {
 	sameFiles(t, "policies", "charts/metallb-iad/files", "metallb-iad-service-pins*.yaml")
 }
+
+// The driver chart ships policies/'s class-parameters files unchanged.
+func TestClassParametersFilesMatchPolicies(t *testing.T) {
+	sameFiles(t, "policies", "charts/metallb-iad/files", "metallb-iad-class-parameters*.yaml")
+}

@@ -173,10 +173,12 @@ func TestWebhooksMatchGenerated(t *testing.T) {
 }
 
 // With default values (release metallb-iad in metallb-iad-system) the
-// service-pins objects equal policies/'s files, bar the chart's labels.
+// service-pins and class-parameters objects equal policies/'s files, bar
+// the chart's labels.
 func TestServicePinsDefaultsMatchFiles(t *testing.T) {
 	objs := render(t, driverChart, driverNS)
-	for _, file := range []string{"metallb-iad-service-pins.yaml", "metallb-iad-service-pins-binding.yaml", "metallb-iad-service-pins-params.yaml"} {
+	for _, file := range []string{"metallb-iad-service-pins.yaml", "metallb-iad-service-pins-binding.yaml", "metallb-iad-service-pins-params.yaml",
+		"metallb-iad-class-parameters.yaml", "metallb-iad-class-parameters-binding.yaml"} {
 		want := readObject(t, filepath.Join("policies", file))
 		got := find(t, objs, want.GetKind(), want.GetName())
 		got = got.DeepCopy()
@@ -189,9 +191,11 @@ func TestServicePinsDefaultsMatchFiles(t *testing.T) {
 
 func TestServicePinsValues(t *testing.T) {
 	objs := render(t, driverChart, driverNS, "--set", "admissionPolicy.validationActions={Warn,Audit}")
-	actions, _, _ := unstructured.NestedStringSlice(find(t, objs, "ValidatingAdmissionPolicyBinding", "metallb-iad-service-pins").Object, "spec", "validationActions")
-	if !reflect.DeepEqual(actions, []string{"Warn", "Audit"}) {
-		t.Errorf("validationActions = %v, want [Warn Audit]", actions)
+	for _, name := range []string{"metallb-iad-service-pins", "metallb-iad-class-parameters"} {
+		actions, _, _ := unstructured.NestedStringSlice(find(t, objs, "ValidatingAdmissionPolicyBinding", name).Object, "spec", "validationActions")
+		if !reflect.DeepEqual(actions, []string{"Warn", "Audit"}) {
+			t.Errorf("%s validationActions = %v, want [Warn Audit]", name, actions)
+		}
 	}
 
 	objs = render(t, driverChart, "cozy-metallb-iad", "-f", "charts/metallb-iad/values-cozystack.yaml",
@@ -227,11 +231,14 @@ func TestServicePinsValues(t *testing.T) {
 	for _, o := range objs {
 		kinds = append(kinds, o.GetKind())
 	}
-	if len(objs) != 3 {
-		t.Errorf("vapOnly rendered %v, want the policy, its binding and params", kinds)
+	if len(objs) != 5 {
+		t.Errorf("vapOnly rendered %v, want the two policies, their bindings and service-pins' params", kinds)
 	}
 	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ConfigMap"} {
 		find(t, objs, kind, "metallb-iad-service-pins")
+	}
+	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+		find(t, objs, kind, "metallb-iad-class-parameters")
 	}
 }
 

@@ -457,3 +457,69 @@ func TestDriver_7_2_ClaimRecreatedUnderItsName(t *testing.T) {
 	e.g.Expect(c.UID).To(Equal(fresh.UID))
 	e.placeholderHolds(ip)
 }
+
+// Issue 11 defect 1: a slip in a class's parameters — an unknown key, a
+// misspelt pool — or the class removed by force refuses the class (no new
+// addresses, Ready=False PoolRefused, its Pending claims say why) but takes
+// nothing from existing bindings: the address stays Bound and attached, and
+// MetalLB never has it on anyone but the Service.
+func TestDriver_7_6_ClassSlipTakesNothing(t *testing.T) {
+	e := newDriverEnv(t)
+	pool := e.pool("pool", e.v4(0)+"/28")
+	class := e.metalLBClass("public", pool, v1alpha1.ReclaimRetain)
+	e.createClaim("web", class)
+	ip := e.boundAddresses("web", 1)[0]
+	addr := nameOf(ip)
+	e.placeholderHolds(ip)
+	e.service("a", naming("web"))
+	e.heldBy(e.ns, "a", ip)
+	e.eventually(func(g Gomega) {
+		g.Expect(e.getAddress(g, addr).Status.AssociatedTo).NotTo(BeNil())
+	})
+	w := e.watchHolders(ip, e.ns+"/a")
+
+	untouched := func(why string) {
+		e.t.Helper()
+		e.consistently(2*time.Second, func(g Gomega) {
+			a := e.getAddress(g, addr)
+			g.Expect(a.Status.Phase).To(Equal(v1alpha1.AddressBound), why)
+			g.Expect(a.Status.AssociatedTo).To(Equal(&v1alpha1.WorkloadReference{Kind: "Service", Namespace: e.ns, Name: "a"}), why)
+			g.Expect(ingressOf(g, e.ns, "a")).To(Equal([]string{ip}), why)
+			g.Expect(e.getClaim(g, "web").Status.Phase).To(Equal(v1alpha1.ClaimBound), why)
+		})
+	}
+	refused := func(why, says string) {
+		e.t.Helper()
+		e.eventually(func(g Gomega) {
+			ready := meta.FindStatusCondition(e.getClass(g, class).Status.Conditions, v1alpha1.ConditionReady)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Reason).To(Equal(metallbiad.ReasonPoolRefused), why)
+			g.Expect(ready.Message).To(ContainSubstring(says), why)
+		})
+	}
+	setParameters := func(raw string) {
+		c := &v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: class}}
+		e.update(c, func() { c.Spec.Parameters.Raw = []byte(raw) })
+	}
+
+	setParameters(fmt.Sprintf(`{"pool":%q,"note":"x"}`, pool))
+	refused("an unknown key", "note")
+	untouched("an unknown key")
+	e.createClaim("late", class)
+	e.eventually(func(g Gomega) {
+		c := e.getClaim(g, "late")
+		g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimPending))
+		g.Expect(meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound).Message).To(ContainSubstring("note"))
+	})
+
+	setParameters(fmt.Sprintf(`{"pool":%q}`, pool+"-typo"))
+	refused("a misspelt pool", "not found")
+	untouched("a misspelt pool")
+
+	setParameters(fmt.Sprintf(`{"pool":%q}`, pool))
+	e.boundAddresses("late", 1)
+
+	e.forceDelete(&v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: class}})
+	untouched("the class removed by force")
+	w.check(t)
+}

@@ -140,10 +140,15 @@ func prepareMetalLB(ctx context.Context, cp *controlplane.ControlPlane) error {
 	return metallb.Prepare(ctx, c)
 }
 
-// installServicePins applies the policy, its binding and its params from
-// policies/, the bytes the chart ships.
+// installServicePins applies the driver's policies from policies/, the
+// bytes the chart ships: service-pins with its binding and params, and
+// class-parameters with its binding.
 func installServicePins(ctx context.Context, cp *controlplane.ControlPlane) error {
 	s, err := policies.LoadServicePins()
+	if err != nil {
+		return err
+	}
+	cl, err := policies.LoadClassParameters()
 	if err != nil {
 		return err
 	}
@@ -151,7 +156,7 @@ func installServicePins(ctx context.Context, cp *controlplane.ControlPlane) erro
 	if err != nil {
 		return err
 	}
-	for _, obj := range []client.Object{s.Params, s.Policy, s.Binding} {
+	for _, obj := range []client.Object{s.Params, s.Policy, s.Binding, cl.Policy, cl.Binding} {
 		if err := c.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
 			return fmt.Errorf("creating %s: %w", obj.GetName(), err)
 		}

@@ -170,6 +170,9 @@ func (r *Reconciler) gather(ctx context.Context, a *v1alpha1.IPAddress) (s snaps
 	}
 	s = snapshot{address: a, ip: ip, class: class, namespace: r.Namespace, now: r.Now(),
 		placeholders: map[netip.Addr]*corev1.Service{}, reserved: map[netip.Addr]bool{}}
+	if s.covering, err = r.Classes.Covering(ctx, ip); err != nil {
+		return s, false, err
+	}
 	if err := r.gatherClaim(ctx, &s); err != nil {
 		return s, false, err
 	}

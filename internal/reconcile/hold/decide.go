@@ -24,6 +24,9 @@ type snapshot struct {
 	address *v1alpha1.IPAddress
 	ip      netip.Addr
 	class   metallb.Class
+	// covering is the pool in MetalLB's books that contains ip; empty when
+	// none does. It, not the class, is the pool a placeholder names.
+	covering string
 	// namespace is where placeholders live.
 	namespace string
 	// claim is the live claim the address is bound to (claimRef with its
@@ -198,7 +201,7 @@ func attach(s snapshot, w *corev1.Service, p *plan) {
 		return
 	}
 	if ph != nil && metallb.Holds(ph, s.ip) && !shares(ph, w, key) {
-		p.update = append(p.update, updatedPlaceholder(ph, placeholder(s.address, s.ip, s.class.PoolName, s.namespace, key, w)))
+		p.update = append(p.update, updatedPlaceholder(ph, placeholder(s.address, s.ip, s.pool(), s.namespace, key, w)))
 		return
 	}
 	if !pinnedAs(w, pins, key) && readyToPin(s, w, pins, key) {
@@ -224,7 +227,7 @@ func readyToPin(s snapshot, w *corev1.Service, pins, key string) bool {
 func hold(s snapshot, p *plan) {
 	ph := s.placeholders[s.ip]
 	if len(s.pinned) == 0 {
-		want := placeholder(s.address, s.ip, s.class.PoolName, s.namespace, placeholderKey(s, ph), nil)
+		want := placeholder(s.address, s.ip, s.pool(), s.namespace, placeholderKey(s, ph), nil)
 		switch {
 		case ph == nil:
 			p.create = append(p.create, want)
@@ -242,7 +245,7 @@ func hold(s snapshot, p *plan) {
 	if len(active) == 0 {
 		// Every pin is withdrawn: MetalLB is taking the address back.
 		if ph == nil {
-			p.create = append(p.create, placeholder(s.address, s.ip, s.class.PoolName, s.namespace, placeholderKey(s, nil), nil))
+			p.create = append(p.create, placeholder(s.address, s.ip, s.pool(), s.namespace, placeholderKey(s, nil), nil))
 		}
 		for _, o := range s.pinned {
 			p.letGo(o)
@@ -250,7 +253,7 @@ func hold(s snapshot, p *plan) {
 		return
 	}
 	old := active[0]
-	want := placeholder(s.address, s.ip, s.class.PoolName, s.namespace, metallb.SharingKey(old), old)
+	want := placeholder(s.address, s.ip, s.pool(), s.namespace, metallb.SharingKey(old), old)
 	switch {
 	case ph == nil:
 		p.create = append(p.create, want)
@@ -322,7 +325,7 @@ func status(s snapshot, w *corev1.Service, p *plan) {
 	a := s.address
 	st := a.Status.DeepCopy()
 	offenders := unauthorized(s, w)
-	lostReason, lostMessage := s.class.LostReason(s.ip)
+	lostReason, lostMessage := lost(s)
 	switch {
 	case lostReason != "":
 		binding.SetCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionHeld, Status: metav1.ConditionFalse, Reason: lostReason, Message: lostMessage}, s.now)
@@ -348,6 +351,41 @@ func status(s snapshot, w *corev1.Service, p *plan) {
 	if !equality.Semantic.DeepEqual(a.Status, *st) {
 		p.status = st
 	}
+}
+
+// lost says why MetalLB can no longer hold the address: no pool in its
+// books contains the IP any more — the pool was deleted, or shrunk past it.
+// The class only names the pool in the message: a class whose parameters
+// do not parse, that names a pool that does not exist, or that is gone,
+// takes nothing from MetalLB while a pool still covers the address.
+func lost(s snapshot) (reason, message string) {
+	c := s.class
+	switch {
+	case s.covering != "":
+		return "", ""
+	case c.PoolName != "" && !c.PoolFound:
+		return metallb.ReasonPoolNotFound, fmt.Sprintf("%s, and no other IPAddressPool contains %s", c.Refusal, s.ip)
+	case c.PoolName != "":
+		return metallb.ReasonNotInPool, fmt.Sprintf("%s is no longer in IPAddressPool %s", s.ip, c.PoolName)
+	}
+	return metallb.ReasonNotInPool, fmt.Sprintf("%s is in no IPAddressPool", s.ip)
+}
+
+// pool is the pool a placeholder names: the class's while it covers the
+// address, else the one that does, so that a slip in the class's
+// parameters never re-points a hold; with no pool covering it, what the
+// placeholder named before.
+func (s snapshot) pool() string {
+	switch {
+	case s.class.Ranges != nil && s.class.Ranges.Contains(s.ip):
+		return s.class.PoolName
+	case s.covering != "":
+		return s.covering
+	}
+	if ph := s.placeholders[s.ip]; ph != nil {
+		return ph.Annotations[metallb.AnnotationAddressPool]
+	}
+	return s.class.PoolName
 }
 
 // restore clears what the driver set once its cause has passed: the

@@ -127,6 +127,9 @@ type world struct {
 	services     []*corev1.Service
 	placeholders []*corev1.Service
 	class        *metallb.Class
+	// covering names the pool in MetalLB's books containing the address
+	// when it is not the class's.
+	covering string
 }
 
 // snapshotOf builds the snapshot the reconciler would gather.
@@ -136,6 +139,12 @@ func snapshotOf(w world) snapshot {
 		placeholders: map[netip.Addr]*corev1.Service{}, reserved: map[netip.Addr]bool{}}
 	if w.class != nil {
 		s.class = *w.class
+	}
+	if s.class.Ranges != nil && s.class.Ranges.Contains(ip) {
+		s.covering = s.class.PoolName
+	}
+	if w.covering != "" {
+		s.covering = w.covering
 	}
 	if w.claim {
 		s.claim = &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: claimID}}
@@ -398,6 +407,26 @@ func TestDecide(t *testing.T) {
 			w: world{address: addr(v4, v1alpha1.AddressReleased, unbound, phase(v1alpha1.AddressLost, lost)),
 				placeholders: []*corev1.Service{ph(v4, "", holding(v4))}},
 			want: outcome{phase: v1alpha1.AddressReleased, conditions: []string{"Held=True Held"}, events: []string{"Normal Held /" + a4}}},
+		{name: "7-6 a class whose parameters do not parse takes nothing: the workload keeps its pin, the address stays Bound",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true, covering: "public",
+				class:    &metallb.Class{Name: "public", Refusal: `spec.parameters: json: unknown field "note"`},
+				services: []*corev1.Service{svc(ns, "a", naming("web"), pinnedBy(v4), holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressBound, associatedTo: "tenant/a"}},
+		{name: "7-6 a class naming a pool that does not exist takes nothing while a pool covers the address",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, covering: "public",
+				class:        &metallb.Class{Name: "public", PoolName: "pubilc", Refusal: "IPAddressPool metallb-system/pubilc not found"},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressBound}},
+		{name: "7-6 a class removed by force takes nothing while a pool covers the address",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, covering: "public",
+				class:        &metallb.Class{Name: "public", Refusal: "IPAddressClass public not found"},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressBound}},
+		{name: "7-6 an address in no pool at all is Lost, whatever the class",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true,
+				class:        &metallb.Class{Name: "public", Refusal: "IPAddressClass public not found"},
+				placeholders: []*corev1.Service{ph(v4, key)}},
+			want: outcome{phase: v1alpha1.AddressLost, conditions: []string{"Held=False NotInPool"}, events: []string{"Warning Lost /" + a4}}},
 		{name: "7-6 Lost outranks Conflict",
 			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, class: &elsewhere,
 				services: []*corev1.Service{svc(ns, "x", holding(v4))}, placeholders: []*corev1.Service{ph(v4, "")}},
