@@ -22,7 +22,7 @@ const (
 	// msgClearLive takes the phase and the claim's namespace and name.
 	msgClearLive = "an administrator clears a binding only on a Released address, and this one is %s: " +
 		"to release it, delete IPAddressClaim %s/%s (its addresses' reclaimPolicy then applies)"
-	msgRepoint     = "re-pointing a binding to another claim is never allowed; clear it first"
+	msgRepoint = "re-pointing a binding to another claim is never allowed; clear it first"
 
 	msgCorePhase   = "only the address-controller core moves an address between Pending, Available, Bound and Released"
 	msgDriverPhase = "only a driver moves an address into or out of Conflict and Lost"
