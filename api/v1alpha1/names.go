@@ -73,4 +73,5 @@ const (
 	ReasonAutoClaimed              = "AutoClaimed"
 	ReasonMultipleAutoClaimClasses = "MultipleAutoClaimClasses"
 	ReasonClaimNotAdopted          = "ClaimNotAdopted"
+	ReasonAutoClaimWithdrawn       = "AutoClaimWithdrawn"
 )

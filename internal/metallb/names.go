@@ -52,4 +52,5 @@ const (
 	ReasonAssociated         = "Associated"
 	ReasonDisassociated      = "Disassociated"
 	ReasonClaimInUse         = "ClaimInUse"
+	ReasonPlaceholderTaken   = "PlaceholderTaken"
 )

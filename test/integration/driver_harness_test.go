@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -34,8 +35,8 @@ const metalLBWait = 30 * time.Second
 var driverMetricsTaken atomic.Bool
 
 // startDriver runs the metallb-iad driver in-process, as cmd/metallb-iad
-// does but without leader election.
-func startDriver(t *testing.T) (stop func()) {
+// does but without leader election; mods adjust its client configuration.
+func startDriver(t *testing.T, mods ...func(*rest.Config)) (stop func()) {
 	t.Helper()
 	opts := driver.DefaultOptions()
 	opts.Namespace, opts.MetalLBNamespace = driverNamespace, metallb.Namespace
@@ -43,7 +44,20 @@ func startDriver(t *testing.T) (stop func()) {
 	opts.SkipMetrics = !driverMetricsTaken.CompareAndSwap(false, true)
 	return runManager(t, driver.CacheOptions(opts), driver.ClientOptions(), func(ctx context.Context, mgr manager.Manager) error {
 		return driver.Setup(ctx, mgr, opts)
-	})
+	}, mods...)
+}
+
+// newDriverEnvWith is newDriverEnv with the driver's client configuration
+// adjusted by mods.
+func newDriverEnvWith(t *testing.T, mods ...func(*rest.Config)) *env {
+	t.Helper()
+	e := newEnv(t)
+	needMetalLB(t)
+	t.Cleanup(e.cleanupDriver)
+	t.Cleanup(e.dumpServicesIfFailed)
+	startManager(t)
+	startDriver(t, mods...)
+	return e
 }
 
 // newDriverEnv is newEnv for the driver's tests: the core and the driver
@@ -51,13 +65,7 @@ func startDriver(t *testing.T) (stop func()) {
 // driver's finalizers on the test's Services.
 func newDriverEnv(t *testing.T) *env {
 	t.Helper()
-	e := newEnv(t)
-	needMetalLB(t)
-	t.Cleanup(e.cleanupDriver)
-	t.Cleanup(e.dumpServicesIfFailed)
-	startManager(t)
-	startDriver(t)
-	return e
+	return newDriverEnvWith(t)
 }
 
 // pool creates an autoAssign: false IPAddressPool named it<n>-suffix.

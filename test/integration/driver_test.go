@@ -523,3 +523,41 @@ func TestDriver_7_6_ClassSlipTakesNothing(t *testing.T) {
 	untouched("the class removed by force")
 	w.check(t)
 }
+
+// Issue 11 defect 3: next to a pool MetalLB assigns from automatically,
+// twenty Services opting in to auto-claim at once race MetalLB — it may
+// assign one an address between the claim's creation and the annotation.
+// Every claim the core created ends named by its Service, which then holds
+// the claim's reserved address; none is left Bound for nobody.
+func TestDriver_10_AutoClaimRacesMetalLB(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/27"), v1alpha1.ReclaimDelete)
+	e.create(metallb.Pool(e.class("auto"), true, e.v4(64)+"/27"))
+	const n = 20
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			errs <- k8s.Create(e.ctx, &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: fmt.Sprintf("s%d", i), Annotations: map[string]string{v1alpha1.AnnotationIPAddressClass: class}},
+				Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
+			})
+		}()
+	}
+	for range n {
+		e.g.Expect(<-errs).To(Succeed())
+	}
+	e.eventuallyWithin(2*metalLBWait, func(g Gomega) {
+		var claims v1alpha1.IPAddressClaimList
+		g.Expect(k8s.List(e.ctx, &claims, client.InNamespace(e.ns))).To(Succeed())
+		for _, c := range claims.Items {
+			var svc corev1.Service
+			g.Expect(k8s.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: c.Name}, &svc)).To(Succeed())
+			g.Expect(svc.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationIPAddressClaim, c.Name), "the claim the core created is named by its Service")
+			g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimBound))
+			g.Expect(ingressOf(g, e.ns, c.Name)).To(Equal([]string{c.Status.Addresses[0].Address}), "Service %s holds its claim's address", c.Name)
+		}
+		// A Service MetalLB assigned before the core saw it does not
+		// qualify (§10) and gets no claim at all.
+		g.Expect(claims.Items).NotTo(BeEmpty())
+	})
+}

@@ -10,7 +10,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -22,6 +21,7 @@ import (
 	"github.com/cozystack/address-controller/internal/index"
 	"github.com/cozystack/address-controller/internal/lastwrite"
 	"github.com/cozystack/address-controller/internal/recorder"
+	"github.com/cozystack/address-controller/internal/retry"
 )
 
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=get;list;watch;update;patch;delete
@@ -47,10 +47,6 @@ type Reconciler struct {
 	versions *lastwrite.Versions
 }
 
-// cacheLagRetry is the safety net of a pass that found the cache behind its
-// own last write; the informer's event normally comes first.
-const cacheLagRetry = 100 * time.Millisecond
-
 // SetupWithManager registers the address controller.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	if r.Now == nil {
@@ -62,7 +58,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		For(&v1alpha1.IPAddress{}).
 		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(r.addressesOfClaim), builder.WithPredicates(claimLifecycle)).
 		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.releasedOfClass)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		WithOptions(retry.Options(workers)).
 		Complete(r)
 }
 
@@ -96,7 +92,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if r.versions.Stale(req.NamespacedName, a.ResourceVersion) {
-		return reconcile.Result{RequeueAfter: cacheLagRetry}, nil
+		return retry.Again()
 	}
 	s := snapshot{address: &a, now: r.Now()}
 	if ref := a.Spec.ClaimRef; ref != nil {
@@ -123,7 +119,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.execute(ctx, &a, p); err != nil {
 		if apierrors.IsConflict(err) {
 			logf.FromContext(ctx).V(1).Info("retrying after a conflict", "reason", err.Error())
-			return reconcile.Result{RequeueAfter: 20 * time.Millisecond}, nil
+			return retry.Again()
 		}
 		return reconcile.Result{}, err
 	}

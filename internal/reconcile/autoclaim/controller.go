@@ -3,14 +3,12 @@ package autoclaim
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -18,11 +16,12 @@ import (
 	"github.com/cozystack/address-controller/internal/index"
 	"github.com/cozystack/address-controller/internal/metrics"
 	"github.com/cozystack/address-controller/internal/recorder"
+	"github.com/cozystack/address-controller/internal/retry"
 )
 
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=services/finalizers,verbs=update
-// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -39,7 +38,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		For(&corev1.Service{}).
 		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(namesake)).
 		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.unclaimedServices)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		WithOptions(retry.Options(workers)).
 		Complete(r)
 }
 
@@ -60,15 +59,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, &svc); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if excluded(&svc) != "" {
-		return reconcile.Result{}, nil
-	}
 	s := snapshot{service: &svc}
-	var classes v1alpha1.IPAddressClassList
-	if err := r.Client.List(ctx, &classes); err != nil {
-		return reconcile.Result{}, err
-	}
-	s.classes = classes.Items
 	var claim v1alpha1.IPAddressClaim
 	switch err := r.Client.Get(ctx, req.NamespacedName, &claim); {
 	case err == nil:
@@ -76,11 +67,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	case !apierrors.IsNotFound(err):
 		return reconcile.Result{}, err
 	}
+	if excluded(&svc) != "" && (s.claim == nil || !controlledBy(s.claim, &svc)) {
+		// Most Services: nothing to claim and nothing created for them.
+		return reconcile.Result{}, nil
+	}
+	var classes v1alpha1.IPAddressClassList
+	if err := r.Client.List(ctx, &classes); err != nil {
+		return reconcile.Result{}, err
+	}
+	s.classes = classes.Items
 	p := decide(s)
 	err := r.execute(ctx, &svc, p)
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		// The Service or a namesake claim changed under us: decide again.
-		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+		return retry.Again()
 	}
 	return reconcile.Result{}, err
 }
@@ -95,6 +95,11 @@ func (r *Reconciler) execute(ctx context.Context, svc *corev1.Service, p plan) e
 			return fmt.Errorf("creating the claim: %w", err)
 		}
 		metrics.AutoClaimCreated(p.create.Spec.ClassName)
+	}
+	if p.remove != nil {
+		if err := r.Client.Delete(ctx, p.remove, client.Preconditions{UID: &p.remove.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting the claim: %w", err)
+		}
 	}
 	// Recorded before the patch: a claim that exists is the transition, and
 	// a retried patch finds the claim there and records nothing again.

@@ -21,9 +21,11 @@ type snapshot struct {
 	claim *v1alpha1.IPAddressClaim
 }
 
-// plan is what one pass writes: the claim to create, then the annotation.
+// plan is what one pass writes: the claim to create (or the claim to
+// delete), then the annotation.
 type plan struct {
 	create *v1alpha1.IPAddressClaim
+	remove *v1alpha1.IPAddressClaim
 	// annotate names the claim to write into the Service's annotation.
 	annotate string
 	events   []record
@@ -35,9 +37,23 @@ type record struct {
 	once bool
 }
 
-// decide runs contract §10 over s.
+// decide runs contract §10 over s. A claim the core created for the
+// Service ends annotated on it or deleted, never held for nobody: MetalLB
+// may assign the Service an address between the claim's creation and the
+// annotation (the patch then conflicts, and the Service no longer
+// qualifies), and the Service may be changed to choose its address itself.
 func decide(s snapshot) plan {
 	svc := s.service
+	if svc.DeletionTimestamp != nil || svc.Annotations[v1alpha1.AnnotationIPAddressClaim] != "" {
+		return plan{}
+	}
+	if s.claim != nil && controlledBy(s.claim, svc) {
+		if why := excluded(svc); why != "" && why != hasAddress {
+			return plan{remove: s.claim, events: []record{{eventType: corev1.EventTypeNormal, reason: v1alpha1.ReasonAutoClaimWithdrawn,
+				message: fmt.Sprintf("deleted IPAddressClaim %s, created for this Service, which no longer qualifies for auto-claim: %s", s.claim.Name, why)}}}
+		}
+		return plan{annotate: svc.Name}
+	}
 	if why := excluded(svc); why != "" {
 		return plan{}
 	}
@@ -52,14 +68,16 @@ func decide(s snapshot) plan {
 	case s.claim == nil:
 		return plan{create: newClaim(svc, class), annotate: svc.Name, events: []record{{eventType: corev1.EventTypeNormal, reason: v1alpha1.ReasonAutoClaimed,
 			message: fmt.Sprintf("created IPAddressClaim %s of class %q (%s) for this Service", svc.Name, class, family(svc))}}}
-	case controlledBy(s.claim, svc):
-		return plan{annotate: svc.Name}
 	default:
 		return plan{events: []record{{eventType: corev1.EventTypeWarning, reason: v1alpha1.ReasonClaimNotAdopted, once: true,
 			message: fmt.Sprintf("IPAddressClaim %s exists and is not controlled by this Service; it is not adopted. Name it with the %s annotation to use it",
 				svc.Name, v1alpha1.AnnotationIPAddressClaim)}}}
 	}
 }
+
+// hasAddress is why a Service that has an address does not qualify; it
+// comes last among the reasons, as the only one the Service did not choose.
+const hasAddress = "already has an address"
 
 // excluded says why a Service does not qualify for auto-claim, or "".
 func excluded(svc *corev1.Service) string {
@@ -77,13 +95,14 @@ func excluded(svc *corev1.Service) string {
 		return "another load-balancer implementation's"
 	case svc.Spec.LoadBalancerIP != "":
 		return "asks for a specific address"
-	case len(svc.Status.LoadBalancer.Ingress) > 0:
-		return "already has an address"
 	}
 	for _, k := range metallb.BackendAnnotations {
 		if _, ok := a[k]; ok {
 			return "chose its address source with " + k
 		}
+	}
+	if len(svc.Status.LoadBalancer.Ingress) > 0 {
+		return hasAddress
 	}
 	return ""
 }

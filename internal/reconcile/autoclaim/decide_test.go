@@ -34,11 +34,15 @@ func autoClass(name string) v1alpha1.IPAddressClass {
 type outcome struct {
 	create   string // "<class> <family> owned-by=<uid>"
 	annotate string
+	remove   string
 	events   []string
 }
 
 func summarize(p plan) outcome {
 	o := outcome{annotate: p.annotate}
+	if p.remove != nil {
+		o.remove = p.remove.Name
+	}
 	if c := p.create; c != nil {
 		o.create = c.Spec.ClassName + " " + string(c.Spec.Family) + " owned-by=" + string(metav1.GetControllerOf(c).UID)
 	}
@@ -88,6 +92,18 @@ func TestDecide(t *testing.T) {
 			outcome{create: "public IPv6 owned-by=svc-uid", annotate: "web", events: []string{"Normal AutoClaimed"}}},
 		{"10-5 its own claim exists (a crash before the annotation): annotate only", newService(), public,
 			newClaim(newService(), "public"), outcome{annotate: "web"}},
+		{"10-5 its own claim exists and MetalLB assigned the Service an address before the annotation: annotate still", newService(func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.9"}}
+		}), public, newClaim(newService(), "public"), outcome{annotate: "web"}},
+		{"10-5 its own claim exists and the Service opted out since: the claim is deleted", newService(annotated(v1alpha1.AnnotationAutoClaim, "false")), public,
+			newClaim(newService(), "public"), outcome{remove: "web", events: []string{"Normal AutoClaimWithdrawn"}}},
+		{"10-5 its own claim exists and the Service pins an address itself since: the claim is deleted", newService(annotated("metallb.io/loadBalancerIPs", "192.0.2.9")), public,
+			newClaim(newService(), "public"), outcome{remove: "web", events: []string{"Normal AutoClaimWithdrawn"}}},
+		{"10-5 its own claim exists and the Service names another claim: nothing", newService(annotated(v1alpha1.AnnotationIPAddressClaim, "mine")), public,
+			newClaim(newService(), "public"), outcome{}},
+		{"10-5 a namesake claim it does not control, the Service holding an address: nothing", newService(func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.9"}}
+		}), public, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web"}}, outcome{}},
 		{"10-5 a namesake claim it does not control is never adopted", newService(), public,
 			&v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web"}}, outcome{events: []string{"Warning ClaimNotAdopted"}}},
 	}

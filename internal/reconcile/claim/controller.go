@@ -44,7 +44,6 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -58,6 +57,7 @@ import (
 	"github.com/cozystack/address-controller/internal/lastwrite"
 	"github.com/cozystack/address-controller/internal/metrics"
 	"github.com/cozystack/address-controller/internal/recorder"
+	"github.com/cozystack/address-controller/internal/retry"
 )
 
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=get;list;watch;update;patch
@@ -94,7 +94,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.classChanged)).
 		Watches(&v1alpha1.IPAddressClass{}, r.readinessHandler()).
 		WatchesRawSource(source.Channel(r.wake, &handler.TypedEnqueueRequestForObject[*v1alpha1.IPAddressClaim]{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		WithOptions(retry.Options(workers)).
 		Complete(r)
 	if err != nil {
 		return err
@@ -104,7 +104,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Named("ipaddressclaim-matcher").
 		WatchesRawSource(source.Kind(mgr.GetCache(), &v1alpha1.IPAddress{}, becameAvailable())).
 		WatchesRawSource(source.Kind(mgr.GetCache(), &v1alpha1.IPAddressClaim{}, waitingChanged())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		WithOptions(retry.Options(1)).
 		Complete(m)
 }
 
@@ -173,12 +173,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if r.versions.Stale(req.NamespacedName, claim.ResourceVersion) {
 		// The cache has yet to deliver this binder's own last write.
-		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		return retry.Again()
 	}
 	s, reserved, err := r.gather(ctx, &claim)
 	defer r.assumed.unreserve(reserved...)
 	if errors.Is(err, errBusy) {
-		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		return retry.Again()
 	}
 	if err != nil {
 		return reconcile.Result{}, err
@@ -188,13 +188,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if apierrors.IsConflict(err) {
 		// Another binder or a newer version won; the next pass re-reads.
 		logf.FromContext(ctx).V(1).Info("retrying after a conflict", "reason", err.Error())
-		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+		return retry.Again()
 	}
 	return reconcile.Result{}, err
 }
-
-// conflictRetry is short: a conflict means the cache is about to move on.
-const conflictRetry = 20 * time.Millisecond
 
 // errBusy: every free candidate is being bound by another worker right now.
 var errBusy = errors.New("every candidate is in flight")

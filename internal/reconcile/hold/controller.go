@@ -30,6 +30,7 @@ package hold
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -39,7 +40,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -51,6 +51,7 @@ import (
 	"github.com/cozystack/address-controller/internal/index"
 	"github.com/cozystack/address-controller/internal/metallb"
 	"github.com/cozystack/address-controller/internal/recorder"
+	"github.com/cozystack/address-controller/internal/retry"
 )
 
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=get;list;watch;update;patch
@@ -60,9 +61,6 @@ import (
 // +kubebuilder:rbac:groups=metallb.io,resources=ipaddresspools,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
-
-// conflictRetry is how soon a pass that lost a write race runs again.
-const conflictRetry = 50 * time.Millisecond
 
 // Reconciler holds the driver's addresses in MetalLB's books.
 type Reconciler struct {
@@ -88,7 +86,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 			return r.Classes.ForClass(ctx, o, r.ofClass)
 		})).
 		Watches(metallb.NewPool(), handler.EnqueueRequestsFromMapFunc(r.forPool)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		WithOptions(retry.Options(workers)).
 		Complete(r)
 }
 
@@ -98,13 +96,18 @@ func addressRequest(ip netip.Addr) reconcile.Request {
 }
 
 // forService wakes the addresses a Service concerns: the one it is the
-// placeholder of, those of the claim it names, those the driver pinned to
+// placeholder of (or whose placeholder's name it takes), those of the claim it names, those the driver pinned to
 // it, and those MetalLB assigned to it. The map runs on the old and the new
 // object of an update alike.
 func (r *Reconciler) forService(ctx context.Context, o client.Object) []reconcile.Request {
 	svc := o.(*corev1.Service)
 	var reqs []reconcile.Request
-	if name := svc.Labels[metallb.LabelAddress]; name != "" && svc.Namespace == r.Namespace {
+	if svc.Namespace == r.Namespace {
+		// Its placeholder, or — unlabelled — a Service in the way of one.
+		name := svc.Name
+		if l := svc.Labels[metallb.LabelAddress]; l != "" {
+			name = l
+		}
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: name}})
 	}
 	if claim := svc.Annotations[v1alpha1.AnnotationIPAddressClaim]; claim != "" {
@@ -148,8 +151,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	err = r.execute(ctx, &a, decide(s))
-	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-		return reconcile.Result{RequeueAfter: conflictRetry}, nil
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		// A Service not the driver's has the placeholder's name: say so,
+		// and look again with backoff until someone moves it.
+		r.Recorder.EventOnce(&a, corev1.EventTypeWarning, metallb.ReasonPlaceholderTaken, fmt.Sprintf(
+			"Service %s/%s exists and is not this address's placeholder (no label %s=%s); the driver cannot hold %s until it is renamed or deleted",
+			r.Namespace, a.Name, metallb.LabelAddress, a.Name, a.Spec.Address))
+		return retry.Again()
+	case apierrors.IsConflict(err):
+		return retry.Again()
 	}
 	return reconcile.Result{}, err
 }

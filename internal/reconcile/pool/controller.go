@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -28,6 +27,7 @@ import (
 	"github.com/cozystack/address-controller/internal/allocator"
 	"github.com/cozystack/address-controller/internal/metallb"
 	"github.com/cozystack/address-controller/internal/recorder"
+	"github.com/cozystack/address-controller/internal/retry"
 )
 
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=get;list;watch
@@ -95,7 +95,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.(*v1alpha1.IPAddress).Spec.ClassName}}}
 		})).
 		Watches(metallb.NewPool(), handler.EnqueueRequestsFromMapFunc(r.all)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		WithOptions(retry.Options(1)).
 		Complete(r)
 }
 

@@ -33,7 +33,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -46,6 +45,7 @@ import (
 	"github.com/cozystack/address-controller/internal/index"
 	"github.com/cozystack/address-controller/internal/metallb"
 	"github.com/cozystack/address-controller/internal/recorder"
+	"github.com/cozystack/address-controller/internal/retry"
 )
 
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=get;list;watch
@@ -109,7 +109,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 			return r.Classes.ForClass(ctx, o, r.waiting)
 		})).
 		Watches(metallb.NewPool(), handler.EnqueueRequestsFromMapFunc(r.forPool)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		WithOptions(retry.Options(workers)).
 		Complete(r)
 }
 
@@ -219,7 +219,7 @@ func (r *Reconciler) create(ctx context.Context, claim types.UID, addrs []*v1alp
 			// then the reservation keeps it out of the next choice, but it
 			// is not the claim's.
 			r.release(claim, a, false)
-			return reconcile.Result{RequeueAfter: 10 * time.Millisecond}, nil
+			return retry.Again()
 		}
 		r.release(claim, a, true)
 		return reconcile.Result{}, err

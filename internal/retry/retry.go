@@ -1,0 +1,41 @@
+package retry
+
+import (
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// The backoff of one item: the first retry after First, doubling up to Max.
+// First is short because most races end as soon as the cache catches up;
+// Max bounds what a lasting conflict costs (one pass per Max).
+const (
+	First = 5 * time.Millisecond
+	Max   = 30 * time.Second
+)
+
+// Again is the result of a pass that must run again: the item is requeued
+// through the controller's rate limiter (RateLimiter), so each retry of the
+// same item waits twice as long as the one before.
+func Again() (reconcile.Result, error) {
+	// Requeue is the one result that goes through the rate limiter without
+	// being logged as an error; its deprecation steers away from it for
+	// waiting on external events, which this is not.
+	return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // see above
+}
+
+// RateLimiter is the per-item exponential backoff every controller of this
+// repository uses. Unlike controller-runtime's default it has no overall
+// token bucket: one item's lasting conflict must not slow every other item
+// down, and a burst of claims is not an error storm.
+func RateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](First, Max)
+}
+
+// Options are the options of a controller running workers passes at once,
+// with RateLimiter.
+func Options(workers int) controller.Options {
+	return controller.Options{MaxConcurrentReconciles: workers, RateLimiter: RateLimiter()}
+}
