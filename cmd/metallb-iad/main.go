@@ -38,7 +38,7 @@ func run() error {
 
 	mgr, err := flags.NewManager(driver.CacheOptions(opts), driver.ClientOptions())
 	if err != nil {
-		return err
+		return driver.Explain(err)
 	}
 	ctx := ctrl.SetupSignalHandler()
 	if err := driver.Setup(ctx, mgr, opts); err != nil {

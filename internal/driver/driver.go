@@ -2,9 +2,11 @@ package driver
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -60,6 +62,11 @@ func CacheOptions(opts Options) cache.Options {
 
 // Setup registers the driver with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
+	// Without MetalLB's CRDs the pool watch would time out syncing minutes
+	// later; say what is missing at once.
+	if _, err := mgr.GetRESTMapper().RESTMapping(metallb.PoolGVK.GroupKind(), metallb.PoolGVK.Version); err != nil {
+		return Explain(err)
+	}
 	if err := metallb.SetupIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
@@ -78,6 +85,16 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	return (&hold.Reconciler{Client: mgr.GetClient(), Classes: classes, Recorder: rec, Namespace: opts.Namespace}).SetupWithManager(mgr, opts.HoldWorkers)
+}
+
+// Explain turns an error of starting the driver without MetalLB's CRDs
+// into one line that says so; other errors pass unchanged.
+func Explain(err error) error {
+	if err != nil && meta.IsNoMatchError(err) {
+		return fmt.Errorf("MetalLB's CRDs are not installed: the API server serves no %s %s; install MetalLB before metallb-iad",
+			metallb.PoolGVK.GroupVersion(), metallb.PoolGVK.Kind)
+	}
+	return err
 }
 
 // The secure metrics endpoint authenticates and authorizes scrapes.

@@ -113,3 +113,31 @@ func TestDriverBinary(t *testing.T) {
 		g.Expect(body).To(ContainSubstring(`metallb_iad_class_ready{class="reserved"} 1`))
 	}).Should(Succeed())
 }
+
+// Without MetalLB's CRDs the driver says so in one line and exits non-zero
+// at once, instead of timing out its cache sync minutes later.
+func TestDriverBinary_NoMetalLBCRDs(t *testing.T) {
+	g := NewWithT(t)
+	controlplane.RequireBinaries(t)
+	root, err := controlplane.RepoRoot()
+	g.Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cp, _ := start(ctx, t, []string{filepath.Join(root, "config", "crd")})
+	dir := t.TempDir()
+	kc, err := cp.ServiceAccount(ctx, "metallb-iad-system", "metallb-iad", filepath.Join(root, "config", "rbac", "metallb-iad", "role.yaml"), 3600)
+	g.Expect(err).NotTo(HaveOccurred())
+	kubeconfig := filepath.Join(dir, "metallb-iad.kubeconfig")
+	g.Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
+	var out bytes.Buffer
+	p, err := proc.Start("metallb-iad", build(t, dir, "metallb-iad"), []string{"--kubeconfig=" + kubeconfig, "--leader-election-namespace=" + leaseNamespace}, &out)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = p.Stop(5 * time.Second) })
+	select {
+	case <-p.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("metallb-iad still runs 30 s after start without MetalLB's CRDs:\n%s", out.String())
+	}
+	g.Expect(p.Err()).To(HaveOccurred(), "a non-zero exit")
+	g.Expect(out.String()).To(ContainSubstring("MetalLB's CRDs are not installed"))
+}

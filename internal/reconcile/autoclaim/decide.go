@@ -64,15 +64,13 @@ func decide(s snapshot) plan {
 		}
 		return plan{}
 	}
-	switch {
-	case s.claim == nil:
+	if s.claim == nil {
 		return plan{create: newClaim(svc, class), annotate: svc.Name, events: []record{{eventType: corev1.EventTypeNormal, reason: v1alpha1.ReasonAutoClaimed,
 			message: fmt.Sprintf("created IPAddressClaim %s of class %q (%s) for this Service", svc.Name, class, family(svc))}}}
-	default:
-		return plan{events: []record{{eventType: corev1.EventTypeWarning, reason: v1alpha1.ReasonClaimNotAdopted, once: true,
-			message: fmt.Sprintf("IPAddressClaim %s exists and is not controlled by this Service; it is not adopted. Name it with the %s annotation to use it",
-				svc.Name, v1alpha1.AnnotationIPAddressClaim)}}}
 	}
+	return plan{events: []record{{eventType: corev1.EventTypeWarning, reason: v1alpha1.ReasonClaimNotAdopted, once: true,
+		message: fmt.Sprintf("IPAddressClaim %s exists and is not controlled by this Service; it is not adopted. Name it with the %s annotation to use it",
+			svc.Name, v1alpha1.AnnotationIPAddressClaim)}}}
 }
 
 // hasAddress is why a Service that has an address does not qualify; it
