@@ -18,6 +18,9 @@ const (
 	// ServicePinnedIP: Service by each address of the driver's pinned marker,
 	// whether or not the pin it wrote is still in place.
 	ServicePinnedIP = "pinned"
+	// ServicePinnedAddress: Service by the IPAddress name of each address
+	// of the driver's pinned marker — found when the address is gone.
+	ServicePinnedAddress = "pinnedAddress"
 	// ServiceClaim: LoadBalancer Service by index.ClaimKey of the claim it names.
 	ServiceClaim = "claim"
 )
@@ -31,7 +34,16 @@ func SetupIndexes(ctx context.Context, i client.FieldIndexer) error {
 	for key, fn := range map[string]client.IndexerFunc{
 		ServiceIngressIP: func(o client.Object) []string { return ipStrings(IngressIPs(o.(*corev1.Service))) },
 		ServicePinnedIP:  func(o client.Object) []string { return ipStrings(ParseIPs(o.GetAnnotations()[AnnotationPinned])) },
-		ServiceClaim:     serviceClaim,
+		ServicePinnedAddress: func(o client.Object) []string {
+			var names []string
+			for _, ip := range ParseIPs(o.GetAnnotations()[AnnotationPinned]) {
+				if name, err := v1alpha1.IPAddressName(ip.String()); err == nil {
+					names = append(names, name)
+				}
+			}
+			return names
+		},
+		ServiceClaim: serviceClaim,
 	} {
 		if err := i.IndexField(ctx, &corev1.Service{}, key, fn); err != nil {
 			return err

@@ -53,4 +53,5 @@ const (
 	ReasonDisassociated      = "Disassociated"
 	ReasonClaimInUse         = "ClaimInUse"
 	ReasonPlaceholderTaken   = "PlaceholderTaken"
+	ReasonFamilyNotAttached  = "FamilyNotAttached"
 )

@@ -3,6 +3,7 @@ package integration
 import (
 	"fmt"
 	"math/rand/v2"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -560,4 +561,135 @@ func TestDriver_10_AutoClaimRacesMetalLB(t *testing.T) {
 		// qualify (§10) and gets no claim at all.
 		g.Expect(claims.Items).NotTo(BeEmpty())
 	})
+}
+
+// Issue 11 defect 8: a Dual claim named by a single-stack Service gets the
+// address of the Service's family attached, never a pin of two families
+// MetalLB must refuse; the other address stays on its placeholder, reserved,
+// and an event on the Service says which one is not attached.
+func TestDriver_7_5_DualClaimSingleStackService(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28", e.v6(0)+"/120"), v1alpha1.ReclaimRetain)
+	e.createClaim("web", class, family(v1alpha1.Dual))
+	ips := e.boundAddresses("web", 2)
+	v4, v6 := ips[0], ips[1]
+	if netip.MustParseAddr(v4).Is6() {
+		v4, v6 = v6, v4
+	}
+	e.placeholderHolds(v4)
+	e.placeholderHolds(v6)
+	e.service("a", naming("web"))
+	e.heldBy(e.ns, "a", v4)
+	e.eventually(func(g Gomega) {
+		var svc corev1.Service
+		g.Expect(k8s.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "a"}, &svc)).To(Succeed())
+		g.Expect(svc.Annotations).To(HaveKeyWithValue(metallbiad.AnnotationLoadBalancerIPs, v4))
+		g.Expect(e.events(g, "a", metallbiad.ReasonFamilyNotAttached)).NotTo(BeEmpty())
+		g.Expect(e.getAddress(g, nameOf(v4)).Status.AssociatedTo).NotTo(BeNil())
+		g.Expect(e.getAddress(g, nameOf(v6)).Status.AssociatedTo).To(BeNil())
+	})
+	e.placeholderHolds(v6)
+	e.g.Expect(e.getClaim(e.g, "web").Status.Phase).To(Equal(v1alpha1.ClaimBound))
+}
+
+// Issue 11 defect 6: an address removed by force while attached leaves no
+// driver finalizer or pin on its Service, which deletes as usual.
+func TestDriver_7_4_ForcedAddressRemovalFreesItsService(t *testing.T) {
+	e := newDriverEnv(t)
+	_, ip := e.webBound(v1alpha1.ReclaimRetain)
+	e.placeholderHolds(ip)
+	a := e.service("a", naming("web"))
+	e.heldBy(e.ns, "a", ip)
+	e.eventually(func(g Gomega) {
+		var svc corev1.Service
+		g.Expect(k8s.Get(e.ctx, client.ObjectKeyFromObject(a), &svc)).To(Succeed())
+		g.Expect(svc.Finalizers).To(ContainElement(metallbiad.FinalizerHandoff))
+	})
+
+	e.forceDelete(&v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: nameOf(ip)}})
+	e.eventually(func(g Gomega) {
+		var svc corev1.Service
+		g.Expect(k8s.Get(e.ctx, client.ObjectKeyFromObject(a), &svc)).To(Succeed())
+		g.Expect(svc.Finalizers).NotTo(ContainElement(metallbiad.FinalizerHandoff))
+		g.Expect(svc.Annotations).NotTo(HaveKey(metallbiad.AnnotationPinned))
+		g.Expect(svc.Annotations).NotTo(HaveKey(metallbiad.AnnotationLoadBalancerIPs))
+	}, "the driver's hold comes off the Service")
+	e.delete(a)
+	e.eventually(func(g Gomega) { e.gone(g, a) }, "the Service deletes as usual")
+}
+
+// Issue 11 defect 9: Service t holds claim a's address; Service s, holding
+// claim b's, is re-pointed to a. t keeps a's address at every instant, s
+// gets nothing but a Warning, and b's address goes back to its placeholder
+// without a gap.
+func TestDriver_7_5_RepointedServiceStealsNothing(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), v1alpha1.ReclaimRetain)
+	e.createClaim("a", class)
+	e.createClaim("b", class)
+	ipA, ipB := e.boundAddresses("a", 1)[0], e.boundAddresses("b", 1)[0]
+	e.service("t", naming("a"))
+	s := e.service("s", naming("b"))
+	e.heldBy(e.ns, "t", ipA)
+	e.heldBy(e.ns, "s", ipB)
+	wa := e.watchHolders(ipA, e.ns+"/t")
+	wb := e.watchHolders(ipB, e.ns+"/s", driverNamespace+"/"+nameOf(ipB))
+
+	e.update(s, func() { s.Annotations[v1alpha1.AnnotationIPAddressClaim] = "a" })
+	e.placeholderHolds(ipB)
+	e.heldBy(e.ns, "s")
+	e.eventually(func(g Gomega) {
+		g.Expect(e.events(g, "s", metallbiad.ReasonClaimInUse)).NotTo(BeEmpty())
+	})
+	e.consistently(2*time.Second, func(g Gomega) {
+		g.Expect(ingressOf(g, e.ns, "t")).To(Equal([]string{ipA}))
+		g.Expect(ingressOf(g, e.ns, "s")).To(BeEmpty())
+		g.Expect(e.getAddress(g, nameOf(ipA)).Status.AssociatedTo.Name).To(Equal("t"))
+	})
+	wa.check(t)
+	wb.check(t)
+}
+
+// Issue 11 defect 10: a Service moved to another claim and deleted — at
+// once, while the driver is down, or once attached to the other claim —
+// hands its old claim's address back to the placeholder and goes; neither
+// address is ever unheld.
+func TestDriver_7_5_MovedThenDeletedServiceLetsGo(t *testing.T) {
+	e := newEnv(t)
+	needMetalLB(t)
+	t.Cleanup(e.cleanupDriver)
+	t.Cleanup(e.dumpServicesIfFailed)
+	startManager(t)
+	stop := startDriver(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), v1alpha1.ReclaimRetain)
+	e.createClaim("a", class)
+	e.createClaim("b", class)
+	ipA, ipB := e.boundAddresses("a", 1)[0], e.boundAddresses("b", 1)[0]
+	e.placeholderHolds(ipB)
+	for _, mode := range []string{"at once", "driver down", "attached first"} {
+		restart := mode == "driver down"
+		x := e.service("x", naming("a"))
+		e.heldBy(e.ns, "x", ipA)
+		wa := e.watchHolders(ipA, e.ns+"/x", driverNamespace+"/"+nameOf(ipA))
+		wb := e.watchHolders(ipB, e.ns+"/x", driverNamespace+"/"+nameOf(ipB))
+		if restart {
+			stop()
+		}
+		e.update(x, func() { x.Annotations[v1alpha1.AnnotationIPAddressClaim] = "b" })
+		if mode == "attached first" {
+			e.heldBy(e.ns, "x", ipB)
+			e.placeholderHolds(ipA)
+		}
+		e.delete(x)
+		if restart {
+			stop = startDriver(t)
+		}
+		e.eventuallyWithin(metalLBWait, func(g Gomega) { e.gone(g, x) }, "the moved Service deletes (%s)", mode)
+		e.placeholderHolds(ipA)
+		e.placeholderHolds(ipB)
+		wa.check(t)
+		wb.check(t)
+		wa.close()
+		wb.close()
+	}
 }

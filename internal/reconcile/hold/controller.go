@@ -144,7 +144,10 @@ func (r *Reconciler) forPool(ctx context.Context, o client.Object) []reconcile.R
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var a v1alpha1.IPAddress
 	if err := r.Client.Get(ctx, req.NamespacedName, &a); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return reconcile.Result{}, r.releaseOrphans(ctx, req.Name)
+		}
+		return reconcile.Result{}, err
 	}
 	s, ours, err := r.gather(ctx, &a)
 	if err != nil || !ours {
@@ -163,6 +166,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return retry.Again()
 	}
 	return reconcile.Result{}, err
+}
+
+// releaseOrphans takes the driver's hold of the gone address name off every
+// Service it was pinned to — an address removed by force never ran its
+// teardown, and its Services must not keep the handoff finalizer (which
+// would block their deletion) or a pin for nobody.
+func (r *Reconciler) releaseOrphans(ctx context.Context, name string) error {
+	svcs, err := r.services(ctx, client.MatchingFields{metallb.ServicePinnedAddress: name})
+	if err != nil {
+		return err
+	}
+	for _, svc := range svcs {
+		if err := r.Client.Update(ctx, orphan(svc, name)); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		r.Recorder.Event(svc, corev1.EventTypeNormal, metallb.ReasonDisassociated, fmt.Sprintf(
+			"IPAddress %s is gone; the driver's pin of its address is withdrawn from this Service", name))
+	}
+	return nil
 }
 
 // gather reads the snapshot of one address from the cache; held is false

@@ -129,23 +129,33 @@ func associable(a *v1alpha1.IPAddress) bool {
 }
 
 // workload is the Service the claim's addresses are attached to (§7.5):
-// one LoadBalancer Service naming the claim, preferring the one already
-// pinned, else the oldest. Every other one is told it gets nothing.
+// one LoadBalancer Service naming the claim, preferring the one the driver
+// pinned this address to, else the oldest. Every other one is told it gets
+// nothing. A Service the driver still pins another claim's addresses to is
+// no candidate until that claim's addresses are back on their
+// placeholders: pinning it now would take them from it mid-handoff.
 func workload(s snapshot, p *plan) *corev1.Service {
 	if s.claim == nil || !associable(s.address) {
 		return nil
 	}
 	var cands []*corev1.Service
 	for _, svc := range s.candidates {
-		if svc.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.LoadBalancerClass == nil && svc.DeletionTimestamp == nil {
-			cands = append(cands, svc)
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil || svc.DeletionTimestamp != nil {
+			continue
 		}
+		if other := othersPinned(s, svc); len(other) > 0 {
+			p.events = append(p.events, warningOnce(svc, metallb.ReasonClaimInUse,
+				"Service still holds %s of another claim; the addresses of IPAddressClaim %s are attached once they are back on their placeholders",
+				metallb.FormatIPs(other), s.claim.Name))
+			continue
+		}
+		cands = append(cands, svc)
 	}
 	if len(cands) == 0 {
 		return nil
 	}
 	slices.SortFunc(cands, func(a, b *corev1.Service) int {
-		if pa, pb := len(metallb.DriverPinned(a)) > 0, len(metallb.DriverPinned(b)) > 0; pa != pb {
+		if pa, pb := pinnedWith(a, s.ip), pinnedWith(b, s.ip); pa != pb {
 			if pa {
 				return -1
 			}
@@ -165,14 +175,52 @@ func workload(s snapshot, p *plan) *corev1.Service {
 			"Service pins addresses itself; the addresses of IPAddressClaim %s are not attached", s.claim.Name))
 		return nil
 	}
+	if !carries(cands[0], s.ip) {
+		// MetalLB refuses a pin of a family the Service does not have: the
+		// address stays on its placeholder, the others are attached.
+		p.events = append(p.events, warningOnce(cands[0], metallb.ReasonFamilyNotAttached,
+			"Service has no %s family; %s of IPAddressClaim %s is not attached and stays reserved", family(s.ip), s.ip, s.claim.Name))
+		return nil
+	}
 	return cands[0]
 }
 
-// want is the pin the workload carries: every associable address of the claim.
-func want(s snapshot) string {
+// pinnedWith reports whether the driver's marker on svc names ip.
+func pinnedWith(svc *corev1.Service, ip netip.Addr) bool {
+	return slices.Contains(metallb.ParseIPs(svc.Annotations[metallb.AnnotationPinned]), ip)
+}
+
+// othersPinned are the addresses the driver's marker on svc names that are
+// not the claim's.
+func othersPinned(s snapshot, svc *corev1.Service) []netip.Addr {
+	var other []netip.Addr
+	for _, ip := range metallb.ParseIPs(svc.Annotations[metallb.AnnotationPinned]) {
+		if !slices.ContainsFunc(s.siblings, func(a *v1alpha1.IPAddress) bool { return a.Spec.Address == ip.String() }) {
+			other = append(other, ip)
+		}
+	}
+	return other
+}
+
+// carries reports whether svc can carry ip: its spec.ipFamilies (which the
+// API server fills in) name ip's family; a Service without them, any.
+func carries(svc *corev1.Service, ip netip.Addr) bool {
+	return len(svc.Spec.IPFamilies) == 0 || slices.Contains(svc.Spec.IPFamilies, family(ip))
+}
+
+func family(ip netip.Addr) corev1.IPFamily {
+	if ip.Is6() {
+		return corev1.IPv6Protocol
+	}
+	return corev1.IPv4Protocol
+}
+
+// want is the pin workload w carries: every associable address of the
+// claim of a family w has.
+func want(s snapshot, w *corev1.Service) string {
 	var ips []netip.Addr
 	for _, a := range s.siblings {
-		if ip, err := netip.ParseAddr(a.Spec.Address); err == nil && associable(a) {
+		if ip, err := netip.ParseAddr(a.Spec.Address); err == nil && associable(a) && carries(w, ip) {
 			ips = append(ips, ip)
 		}
 	}
@@ -184,7 +232,7 @@ func want(s snapshot) string {
 // same key, and only once MetalLB assigned the address to w does the
 // placeholder go — and with it any Service the driver pinned before.
 func attach(s snapshot, w *corev1.Service, p *plan) {
-	key, pins := sharingKey(s.claim.UID), want(s)
+	key, pins := sharingKey(s.claim.UID), want(s, w)
 	ph := s.placeholders[s.ip]
 	if metallb.Holds(w, s.ip) {
 		if ph != nil {

@@ -252,6 +252,10 @@ func terminating(s *corev1.Service) { s.DeletionTimestamp = &metav1.Time{Time: n
 
 func later(s *corev1.Service) { s.CreationTimestamp = metav1.Time{Time: now} }
 
+func singleStack(f corev1.IPFamily) func(*corev1.Service) {
+	return func(s *corev1.Service) { s.Spec.IPFamilies = []corev1.IPFamily{f} }
+}
+
 // The table mirrors contract §7: obligations 2 (provisioned addresses
 // carry the driver's finalizer), 4 (teardown), 5 (association) and 6
 // (Conflict and Lost); each name starts with its obligation.
@@ -319,6 +323,25 @@ func TestDecide(t *testing.T) {
 				services:     []*corev1.Service{svc(ns, "a", naming("web"))},
 				placeholders: []*corev1.Service{ph(v4, key, holding(v4)), ph(v6, "", holding(v6))}},
 			want: outcome{phase: v1alpha1.AddressBound}},
+		{name: "7-5 a single-stack IPv4 Service naming a Dual claim is pinned with the IPv4 address alone",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, siblings: []*v1alpha1.IPAddress{addr(v6, v1alpha1.AddressBound)},
+				services:     []*corev1.Service{svc(ns, "a", naming("web"), singleStack(corev1.IPv4Protocol))},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4)), ph(v6, key, holding(v6))}},
+			want: outcome{update: []string{"tenant/a " + pinW}, phase: v1alpha1.AddressBound}},
+		{name: "7-5 the IPv6 address of a Dual claim named by a single-stack IPv4 Service stays on its placeholder, with a warning",
+			w: world{address: addr(v6, v1alpha1.AddressBound), claim: true, siblings: []*v1alpha1.IPAddress{addr(v4, v1alpha1.AddressBound)},
+				services:     []*corev1.Service{svc(ns, "a", naming("web"), singleStack(corev1.IPv4Protocol), pinnedBy(v4), holding(v4))},
+				placeholders: []*corev1.Service{ph(v6, key, holding(v6))}},
+			want: outcome{phase: v1alpha1.AddressBound, events: []string{"Warning FamilyNotAttached tenant/a"}}},
+		{name: "7-5 a Service re-pointed from another claim while it holds that claim's address gets nothing; the holder keeps this one",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("t")), claim: true,
+				services: []*corev1.Service{svc(ns, "t", naming("web"), later, pinnedBy(v4), holding(v4)),
+					svc(ns, "s", naming("web"), pinnedBy("198.51.100.7"), holding("198.51.100.7"))}},
+			want: outcome{phase: v1alpha1.AddressBound, associatedTo: "tenant/t", events: []string{"Warning ClaimInUse tenant/s"}}},
+		{name: "7-5 the Service this address is pinned to is preferred over an older one pinned elsewhere",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("t")), claim: true,
+				services: []*corev1.Service{svc(ns, "t", naming("web"), later, pinnedBy(v4), holding(v4)), svc(ns, "u", naming("web"))}},
+			want: outcome{phase: v1alpha1.AddressBound, associatedTo: "tenant/t", events: []string{"Warning ClaimInUse tenant/u"}}},
 		{name: "7-5 a second Service naming the claim gets a warning and no pin",
 			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
 				services: []*corev1.Service{svc(ns, "a", naming("web"), pinnedBy(v4), holding(v4)), svc(ns, "b", naming("web"), later)}},

@@ -2,6 +2,7 @@ package hold
 
 import (
 	"maps"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/metallb"
 )
 
@@ -74,6 +76,28 @@ func release(svc *corev1.Service) *corev1.Service {
 	out := withdraw(svc)
 	delete(out.Annotations, metallb.AnnotationPinned)
 	controllerutil.RemoveFinalizer(out, metallb.FinalizerHandoff)
+	return out
+}
+
+// orphan is svc with the driver's hold of the gone address name taken off:
+// released when it was the only address the driver pinned there, else
+// pinned to the others alone.
+func orphan(svc *corev1.Service, name string) *corev1.Service {
+	var rest []netip.Addr
+	for _, ip := range metallb.ParseIPs(svc.Annotations[metallb.AnnotationPinned]) {
+		if n, _ := v1alpha1.IPAddressName(ip.String()); n != name {
+			rest = append(rest, ip)
+		}
+	}
+	if len(rest) == 0 {
+		return release(svc)
+	}
+	out := svc.DeepCopy()
+	ips := metallb.FormatIPs(rest)
+	if metallb.DriverPinned(svc) != nil {
+		out.Annotations[metallb.AnnotationLoadBalancerIPs] = ips
+	}
+	out.Annotations[metallb.AnnotationPinned] = ips
 	return out
 }
 
