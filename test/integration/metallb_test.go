@@ -42,6 +42,8 @@ var (
 	metalLBOnce  sync.Once
 	metalLBErr   error
 	stopMetalLB  = func() {}
+	// metalLBKill kills the running MetalLB controller at once.
+	metalLBKill = func() {}
 )
 
 // needMetalLB starts MetalLB's controller the first time a test needs it
@@ -80,15 +82,33 @@ func startMetalLB(ctx context.Context, cp *controlplane.ControlPlane) (stop func
 	}
 	c, err := client.New(cp.Config, client.Options{})
 	if err == nil {
-		err = c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: driverNamespace}})
+		err = client.IgnoreAlreadyExists(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: driverNamespace}}))
 	}
 	if err != nil {
 		_ = p.Stop(5 * time.Second)
 		return nil, fmt.Errorf("creating %s: %w", driverNamespace, err)
+	}
+	metalLBKill = func() {
+		_ = p.Stop(0)
+		_ = out.Close()
+		_ = os.RemoveAll(dir)
 	}
 	return func() {
 		_ = p.Stop(5 * time.Second)
 		_ = out.Close()
 		_ = os.RemoveAll(dir)
 	}, nil
+}
+
+// killMetalLB kills MetalLB's controller (SIGKILL, no grace) and starts it
+// again, as a crash and a restart of its pod would.
+func killMetalLB(t *testing.T) {
+	t.Helper()
+	metalLBKill()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var err error
+	if stopMetalLB, err = startMetalLB(ctx, controlPlane); err != nil {
+		t.Fatalf("restarting MetalLB's controller: %v", err)
+	}
 }

@@ -230,10 +230,19 @@ func want(s snapshot, w *corev1.Service) string {
 // attach moves the address onto workload w without a gap: the placeholder
 // first allows sharing under the claim's key, then w is pinned under the
 // same key, and only once MetalLB assigned the address to w does the
-// placeholder go — and with it any Service the driver pinned before.
+// placeholder go — and with it any Service the driver pinned before. A
+// move from a Service that cannot share the address with w (a port in
+// common, another backend) goes through the placeholder: the old Service
+// hands it back first, as in a detach, and w is pinned once it has.
 func attach(s snapshot, w *corev1.Service, p *plan) {
 	key, pins := sharingKey(s.claim.UID), want(s, w)
 	ph := s.placeholders[s.ip]
+	if previous := exclusive(s, w, key); len(previous) > 0 && !metallb.Holds(w, s.ip) {
+		back := s
+		back.pinned = previous
+		hold(back, p)
+		return
+	}
 	if metallb.Holds(w, s.ip) {
 		if ph != nil {
 			p.remove = append(p.remove, ph)
@@ -255,6 +264,18 @@ func attach(s snapshot, w *corev1.Service, p *plan) {
 	if !pinnedAs(w, pins, key) && readyToPin(s, w, pins, key) {
 		p.update = append(p.update, pin(w, pins, key))
 	}
+}
+
+// exclusive are the Services the driver pinned the address to, other than
+// w, that hold it and cannot share it with w under key.
+func exclusive(s snapshot, w *corev1.Service, key string) []*corev1.Service {
+	var out []*corev1.Service
+	for _, svc := range s.pinned {
+		if svc.UID != w.UID && metallb.Holds(svc, s.ip) && !shares(svc, w, key) {
+			out = append(out, svc)
+		}
+	}
+	return out
 }
 
 // readyToPin reports whether every address of pins can be shared with w:
@@ -295,6 +316,17 @@ func hold(s snapshot, p *plan) {
 		if ph == nil {
 			p.create = append(p.create, placeholder(s.address, s.ip, s.pool(), s.namespace, placeholderKey(s, nil), nil))
 		}
+		if o := refusedFor(s, ph); o != nil {
+			// MetalLB gave o the address back and refused the placeholder
+			// (it restarted between the withdrawal and the move, and took
+			// the Services in another order): o shares it again under the
+			// placeholder's key, and lets go again once the placeholder
+			// holds it too.
+			if metallb.SharingKey(o) != metallb.SharingKey(ph) {
+				p.update = append(p.update, reshared(o, metallb.SharingKey(ph)))
+			}
+			return
+		}
 		for _, o := range s.pinned {
 			p.letGo(o)
 		}
@@ -314,6 +346,21 @@ func hold(s snapshot, p *plan) {
 			}
 		}
 	}
+}
+
+// refusedFor is the Service the driver withdrew its pin from that still
+// holds the address while placeholder ph does not: MetalLB refused ph, or
+// is about to give it its share. nil when there is none, or no ph yet.
+func refusedFor(s snapshot, ph *corev1.Service) *corev1.Service {
+	if ph == nil || metallb.Holds(ph, s.ip) || metallb.SharingKey(ph) == "" {
+		return nil
+	}
+	for _, o := range s.pinned {
+		if metallb.Holds(o, s.ip) {
+			return o
+		}
+	}
+	return nil
 }
 
 // letGo plans the next step of taking the driver's pin off old, if any.

@@ -252,6 +252,10 @@ func terminating(s *corev1.Service) { s.DeletionTimestamp = &metav1.Time{Time: n
 
 func later(s *corev1.Service) { s.CreationTimestamp = metav1.Time{Time: now} }
 
+func onPort(port int32) func(*corev1.Service) {
+	return func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{{Port: port, Protocol: corev1.ProtocolTCP}} }
+}
+
 func singleStack(f corev1.IPFamily) func(*corev1.Service) {
 	return func(s *corev1.Service) { s.Spec.IPFamilies = []corev1.IPFamily{f} }
 }
@@ -293,6 +297,21 @@ func TestDecide(t *testing.T) {
 				services:     []*corev1.Service{svc(ns, "a", withdrawn(v4))},
 				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
 			want: outcome{update: []string{"tenant/a -"}, phase: v1alpha1.AddressBound}},
+		{name: "7-4 a MetalLB restart gave a withdrawn Service the address back and refused the placeholder: the Service shares it again",
+			w: world{address: addr(v4, v1alpha1.AddressBound, deleting),
+				services:     []*corev1.Service{svc(ns, "a", withdrawn(v4), holding(v4))},
+				placeholders: []*corev1.Service{ph(v4, key)}},
+			want: outcome{update: []string{"tenant/a pinned=" + v4 + " shared-ip=" + key + " finalizer"}, phase: v1alpha1.AddressBound}},
+		{name: "7-4 sharing again, the Service keeps its key until the placeholder holds the address too",
+			w: world{address: addr(v4, v1alpha1.AddressBound, deleting),
+				services:     []*corev1.Service{svc(ns, "a", withdrawn(v4), annotated(metallb.AnnotationAllowSharedIP, key), holding(v4))},
+				placeholders: []*corev1.Service{ph(v4, key)}},
+			want: outcome{phase: v1alpha1.AddressBound}},
+		{name: "7-4 once the placeholder shares the address again, the Service's key is withdrawn again",
+			w: world{address: addr(v4, v1alpha1.AddressBound, deleting),
+				services:     []*corev1.Service{svc(ns, "a", withdrawn(v4), annotated(metallb.AnnotationAllowSharedIP, key), holding(v4))},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{update: []string{"tenant/a pinned=" + v4 + " finalizer"}, phase: v1alpha1.AddressBound}},
 		{name: "7-4 teardown deletes the placeholder",
 			w:    world{address: addr(v4, v1alpha1.AddressReleased, deleting), placeholders: []*corev1.Service{ph(v4, "", holding(v4))}},
 			want: outcome{remove: []string{ph4}, removeFinalizer: true, phase: v1alpha1.AddressReleased}},
@@ -399,10 +418,19 @@ func TestDecide(t *testing.T) {
 				services:     []*corev1.Service{svc(ns, "a", naming("web"), pinnedBy(v4), holding(v4))},
 				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
 			want: outcome{update: []string{"tenant/a pinned=" + v4 + " finalizer"}, phase: v1alpha1.AddressReleased, associatedTo: "tenant/a"}},
-		{name: "7-5 move: the new workload is pinned while the old one still holds the address",
+		{name: "7-5 move: the new workload is pinned while the old one still holds the address, when they can share it",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
+				services: []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4)), svc(ns, "b", naming("web"), onPort(443))}},
+			want: outcome{update: []string{"tenant/b " + pinW}, phase: v1alpha1.AddressBound, associatedTo: "tenant/a"}},
+		{name: "7-5 move between Services on one port: the old one hands the address back to a placeholder first",
 			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
 				services: []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4)), svc(ns, "b", naming("web"))}},
-			want: outcome{update: []string{"tenant/b " + pinW}, phase: v1alpha1.AddressBound, associatedTo: "tenant/a"}},
+			want: outcome{create: []string{hold4 + " shared-ip=" + key}, phase: v1alpha1.AddressBound, associatedTo: "tenant/a"}},
+		{name: "7-5 move between Services on one port: then the old one's pin is withdrawn",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
+				services:     []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4)), svc(ns, "b", naming("web"))},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{update: []string{"tenant/a pinned=" + v4 + " finalizer"}, phase: v1alpha1.AddressBound, associatedTo: "tenant/a"}},
 		{name: "7-5 move: once the new workload holds the address the old one lets go",
 			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
 				services: []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4)), svc(ns, "b", naming("web"), pinnedBy(v4), holding(v4))}},

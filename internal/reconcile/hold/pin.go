@@ -101,11 +101,23 @@ func orphan(svc *corev1.Service, name string) *corev1.Service {
 	return out
 }
 
+// reshared is svc, whose pin the driver withdrew, sharing its address
+// again under key, its pin still withdrawn.
+func reshared(svc *corev1.Service, key string) *corev1.Service {
+	out := svc.DeepCopy()
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[metallb.AnnotationAllowSharedIP] = key
+	return out
+}
+
 // letGo is the next step of taking the driver's pin off svc once that is
-// safe: withdraw the pin while it is in place, then release the Service
-// once MetalLB no longer assigns it any address of the marker.
+// safe: withdraw the pin (and the driver's sharing key) while in place,
+// then release the Service once MetalLB no longer assigns it any address of
+// the marker.
 func letGo(svc *corev1.Service) *corev1.Service {
-	if metallb.DriverPinned(svc) != nil {
+	if metallb.DriverPinned(svc) != nil || strings.HasPrefix(svc.Annotations[metallb.AnnotationAllowSharedIP], sharingKeyPrefix) {
 		return withdraw(svc)
 	}
 	for _, ip := range metallb.ParseIPs(svc.Annotations[metallb.AnnotationPinned]) {
