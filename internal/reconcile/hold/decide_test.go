@@ -253,7 +253,9 @@ func terminating(s *corev1.Service) { s.DeletionTimestamp = &metav1.Time{Time: n
 func later(s *corev1.Service) { s.CreationTimestamp = metav1.Time{Time: now} }
 
 func onPort(port int32) func(*corev1.Service) {
-	return func(s *corev1.Service) { s.Spec.Ports = []corev1.ServicePort{{Port: port, Protocol: corev1.ProtocolTCP}} }
+	return func(s *corev1.Service) {
+		s.Spec.Ports = []corev1.ServicePort{{Port: port, Protocol: corev1.ProtocolTCP}}
+	}
 }
 
 func singleStack(f corev1.IPFamily) func(*corev1.Service) {
