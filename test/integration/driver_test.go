@@ -4,11 +4,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -691,5 +693,154 @@ func TestDriver_7_5_MovedThenDeletedServiceLetsGo(t *testing.T) {
 		wb.check(t)
 		wa.close()
 		wb.close()
+	}
+}
+
+// Issue 11 defect 7: MetalLB's controller killed and restarted right after
+// each step that moves an address — attach, move, detach, teardown — and a
+// moment later: every step completes, and MetalLB never has the address on
+// nobody or on a Service it was not handed to.
+func TestDriver_7_MetalLBRestartAtEveryStep(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), v1alpha1.ReclaimDelete)
+	for _, delay := range []time.Duration{0, 300 * time.Millisecond} {
+		claim := e.createClaim(fmt.Sprintf("web-%d", delay.Milliseconds()), class)
+		ip := e.boundAddresses(claim.Name, 1)[0]
+		addr := nameOf(ip)
+		e.placeholderHolds(ip)
+		a, b := fmt.Sprintf("a-%d", delay.Milliseconds()), fmt.Sprintf("b-%d", delay.Milliseconds())
+		w := e.watchHolders(ip, driverNamespace+"/"+addr, e.ns+"/"+a, e.ns+"/"+b)
+		restart := func(step string) {
+			time.Sleep(delay)
+			killMetalLB(t)
+			t.Logf("MetalLB restarted %s after %s", delay, step)
+		}
+
+		sa := e.service(a, naming(claim.Name))
+		restart("attach")
+		e.heldBy(e.ns, a, ip)
+
+		e.update(sa, func() { delete(sa.Annotations, v1alpha1.AnnotationIPAddressClaim) })
+		sb := e.service(b, naming(claim.Name))
+		restart("move")
+		e.heldBy(e.ns, b, ip)
+		e.heldBy(e.ns, a)
+
+		e.update(sb, func() { delete(sb.Annotations, v1alpha1.AnnotationIPAddressClaim) })
+		restart("detach")
+		e.placeholderHolds(ip)
+		e.heldBy(e.ns, b)
+
+		e.update(sb, func() { sb.Annotations = naming(claim.Name) })
+		e.heldBy(e.ns, b, ip)
+		w.check(t) // after the teardown the address is free by design
+		w.close()
+		e.delete(claim)
+		restart("teardown")
+		e.eventuallyWithin(2*metalLBWait, func(g Gomega) {
+			e.gone(g, &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: addr}})
+		}, "the teardown completes")
+		e.heldBy(e.ns, b)
+		e.eventually(func(g Gomega) {
+			var svc corev1.Service
+			g.Expect(k8s.Get(e.ctx, client.ObjectKeyFromObject(sb), &svc)).To(Succeed())
+			g.Expect(svc.Finalizers).NotTo(ContainElement(metallbiad.FinalizerHandoff))
+		})
+	}
+}
+
+// Issue 11 defect 11: with the driver stopped and restarted at random
+// moments while Services attach, move between claims, detach and go, no
+// reserved address is ever on no Service in MetalLB's books, and every
+// claim's address ends on its placeholder or on the one Service naming it.
+func TestDriver_7_HeldAtEveryInstantUnderChurnAndRestarts(t *testing.T) {
+	e := newEnv(t)
+	needMetalLB(t)
+	t.Cleanup(e.cleanupDriver)
+	t.Cleanup(e.dumpServicesIfFailed)
+	startManager(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/27"), v1alpha1.ReclaimRetain)
+	const n = 6
+	claim := func(i int) string { return fmt.Sprintf("claim-%d", i) }
+	service := func(i int) string { return fmt.Sprintf("svc-%d", i) }
+
+	stop := startDriver(t)
+	var allowed []string
+	for i := range n {
+		allowed = append(allowed, e.ns+"/"+service(i))
+		e.createClaim(claim(i), class)
+	}
+	var watches []*holderWatch
+	for i := range n {
+		ip := e.boundAddresses(claim(i), 1)[0]
+		e.placeholderHolds(ip)
+		watches = append(watches, e.watchHolders(ip, append([]string{driverNamespace + "/" + nameOf(ip)}, allowed...)...))
+	}
+	for i := range n {
+		e.service(service(i), naming(claim(i)))
+	}
+	stop()
+
+	rng := rand.New(rand.NewPCG(uint64(e.id), 11))
+	for range 12 {
+		stop := startDriver(t)
+		for range 3 {
+			i := rng.IntN(n)
+			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: service(i)}}
+			if err := k8s.Get(e.ctx, client.ObjectKeyFromObject(svc), svc); err != nil || svc.DeletionTimestamp != nil {
+				// Deleted earlier: it comes back naming its own claim, if gone.
+				if apierrors.IsNotFound(err) {
+					e.service(service(i), naming(claim(i)))
+				}
+				continue
+			}
+			switch op := rng.IntN(4); op {
+			case 0: // detach
+				e.update(svc, func() { delete(svc.Annotations, v1alpha1.AnnotationIPAddressClaim) })
+			case 1, 2: // attach or move, maybe to a claim another Service names
+				j := rng.IntN(n)
+				e.update(svc, func() {
+					if svc.Annotations == nil {
+						svc.Annotations = map[string]string{}
+					}
+					svc.Annotations[v1alpha1.AnnotationIPAddressClaim] = claim(j)
+				})
+			case 3: // delete, to come back later
+				e.delete(svc)
+			}
+		}
+		time.Sleep(time.Duration(50+rng.IntN(400)) * time.Millisecond)
+		stop()
+	}
+	startDriver(t)
+
+	e.eventuallyWithin(2*metalLBWait, func(g Gomega) {
+		for i := range n {
+			ip := e.boundAddresses(claim(i), 1)[0]
+			var namers []string
+			var svcs corev1.ServiceList
+			g.Expect(k8s.List(e.ctx, &svcs, client.InNamespace(e.ns))).To(Succeed())
+			for _, s := range svcs.Items {
+				g.Expect(s.DeletionTimestamp).To(BeNil(), "deleted Service %s is gone", s.Name)
+				if s.Annotations[v1alpha1.AnnotationIPAddressClaim] == claim(i) {
+					namers = append(namers, s.Name)
+				}
+			}
+			holders := 0
+			for _, s := range svcs.Items {
+				if slices.Contains(ingressOf(g, e.ns, s.Name), ip) {
+					holders++
+					g.Expect(namers).To(ContainElement(s.Name), "%s holds %s of %s, which it does not name", s.Name, ip, claim(i))
+				}
+			}
+			if len(namers) == 0 {
+				g.Expect(ingressOf(g, driverNamespace, nameOf(ip))).To(ContainElement(ip), "%s is back on its placeholder", ip)
+			} else {
+				g.Expect(holders).To(Equal(1), "%s of %s is on exactly one of %v", ip, claim(i), namers)
+			}
+		}
+	})
+	for _, w := range watches {
+		w.check(t)
 	}
 }
