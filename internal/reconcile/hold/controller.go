@@ -27,6 +27,21 @@ package hold
 // waits until the placeholder shares the address.
 // Each step is decided from the cache alone and writes one side, so a
 // restart between any two writes resumes where it stopped.
+//
+// Three rules keep a handoff from stalling or taking an address from its
+// holder:
+//   - a Service the driver still pins another claim's address to is no
+//     candidate for this claim until that address is back on its
+//     placeholder (re-pointing a Service steals nothing);
+//   - a move from a Service that cannot share the address with the new
+//     one (a port in common, another backend) goes through the
+//     placeholder, as a detach followed by an attach;
+//   - after a MetalLB restart MetalLB may hand the address back to a
+//     Service whose pin was withdrawn and refuse the placeholder: that
+//     Service then shares it again under the placeholder's key, and lets
+//     go again once the placeholder holds it.
+// An address that is gone (removed by force) has its pin, marker and
+// handoff finalizer taken off every Service still carrying them.
 
 import (
 	"context"
