@@ -98,12 +98,12 @@ func TestCount(t *testing.T) {
 }
 
 // BenchmarkFirstFree: the cost of an allocation depends on the addresses in
-// use, not on the pool's size — compare the /24 with the /8 and the /64.
+// use, not on the pool's size — compare the /24 with the /10 and the /64.
 func BenchmarkFirstFree(b *testing.B) {
 	for _, pc := range []struct {
 		cidr   string
 		family v1alpha1.IPFamily
-	}{{"10.0.0.0/24", v1alpha1.IPv4}, {"10.0.0.0/8", v1alpha1.IPv4}, {"2001:db8::/64", v1alpha1.IPv6}} {
+	}{{"100.64.0.0/24", v1alpha1.IPv4}, {"100.64.0.0/10", v1alpha1.IPv4}, {"2001:db8::/64", v1alpha1.IPv6}} {
 		pool, err := ParseRanges([]string{pc.cidr})
 		if err != nil {
 			b.Fatal(err)

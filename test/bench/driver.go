@@ -40,9 +40,9 @@ const (
 const (
 	floorNamespace       = "bench-floor"
 	floorPool            = "bench-floor"
-	floorFirstIP         = "10.136.0.0"
+	floorFirstIP         = "100.72.0.0"
 	driverPool           = "bench-driver"
-	driverFirstIP        = "10.144.0.0"
+	driverFirstIP        = "100.80.0.0"
 	driverClassName      = "bench-metallb"
 	driverClaimNamespace = "bench-driver-claims"
 	// driverNamespace is where metallb-iad keeps its placeholders.

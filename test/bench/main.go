@@ -14,7 +14,7 @@
 //     (--kube-api-qps=-1);
 //  2. creates N ConfigMaps with -workers concurrent clients: the raw create
 //     rate of plain objects on this machine, the yardstick for the rest;
-//  3. creates an IPAddressClass and N IPAddresses of it (10.128.0.0/16,
+//  3. creates an IPAddressClass and N IPAddresses of it (100.64.0.0/16,
 //     source fromClass) and waits until the manager has made them all
 //     Available;
 //  4. snapshots kube-apiserver's apiserver_request_total, creates N IPv4
@@ -113,8 +113,8 @@ const (
 	claimNamespace     = "bench-claims"
 	className          = "bench"
 	provisioner        = "bench.example.com/static"
-	firstIP            = "10.128.0.0"
-	maxObjects         = 1 << 16 // addresses in 10.128.0.0/16
+	firstIP            = "100.64.0.0"
+	maxObjects         = 1 << 16 // addresses in 100.64.0.0/16
 )
 
 const (

@@ -95,15 +95,15 @@ func TestClaim_4_7_BindsSmallestAvailable(t *testing.T) {
 }
 
 // 4-5/4-7 Dual: one address of each family; status.addresses sorted by
-// object name (here the IPv6 one sorts first).
+// object name (here the IPv4 one sorts first).
 func TestClaim_4_7_DualBindsOneOfEachFamily(t *testing.T) {
 	e := newEnv(t)
 	class := e.class("a")
 	e.createClass(class)
 	startManager(t)
 
-	v4 := func(n int) string { return fmt.Sprintf("192.168.%d.%d", e.id, n) }
-	v6 := func(n int) string { return fmt.Sprintf("1234:%x::%x", e.id, n) }
+	v4 := func(n int) string { return fmt.Sprintf("100.127.%d.%d", e.id, n) }
+	v6 := func(n int) string { return fmt.Sprintf("2001:db8:ff:%x::%x", e.id, n) }
 	for n := 1; n <= 2; n++ {
 		e.createAddress(v4(n), class)
 		e.createAddress(v6(n), class)
@@ -113,10 +113,10 @@ func TestClaim_4_7_DualBindsOneOfEachFamily(t *testing.T) {
 		e.addressPhase(nameOf(v6(n)), v1alpha1.AddressAvailable)
 	}
 	e.createClaim("dual", class, family(v1alpha1.Dual))
-	c := e.claimBoundTo("dual", nameOf(v6(1)), nameOf(v4(1)))
+	c := e.claimBoundTo("dual", nameOf(v4(1)), nameOf(v6(1)))
 	e.g.Expect(c.Status.Addresses).To(Equal([]v1alpha1.ClaimedAddress{
-		{Name: nameOf(v6(1)), Address: v6(1)},
 		{Name: nameOf(v4(1)), Address: v4(1)},
+		{Name: nameOf(v6(1)), Address: v6(1)},
 	}))
 	e.consistently(time.Second, func(g Gomega) {
 		for _, ip := range []string{v4(2), v6(2)} {

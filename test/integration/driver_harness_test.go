@@ -51,12 +51,20 @@ func startDriver(t *testing.T, mods ...func(*rest.Config)) (stop func()) {
 // adjusted by mods.
 func newDriverEnvWith(t *testing.T, mods ...func(*rest.Config)) *env {
 	t.Helper()
+	e := newEnvForDriver(t)
+	startDriver(t, mods...)
+	return e
+}
+
+// newEnvForDriver is newDriverEnv without the driver, for tests that start
+// and stop it themselves.
+func newEnvForDriver(t *testing.T) *env {
+	t.Helper()
 	e := newEnv(t)
 	needMetalLB(t)
 	t.Cleanup(e.cleanupDriver)
 	t.Cleanup(e.dumpServicesIfFailed)
 	startManager(t)
-	startDriver(t, mods...)
 	return e
 }
 

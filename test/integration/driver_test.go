@@ -177,7 +177,7 @@ func TestDriver_7_5_DualStack(t *testing.T) {
 	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28", e.v6(0)+"/120"), v1alpha1.ReclaimRetain)
 	e.createClaim("web", class, family(v1alpha1.Dual))
 	ips := e.boundAddresses("web", 2)
-	e.g.Expect(ips).To(ConsistOf(e.v4(0), fmt.Sprintf("fd00:%x::", e.id)))
+	e.g.Expect(ips).To(ConsistOf(e.v4(0), fmt.Sprintf("2001:db8:%x::", e.id)))
 	for _, ip := range ips {
 		e.placeholderHolds(ip)
 	}
@@ -311,11 +311,7 @@ func TestDriver_7_6_LostSetAndCleared(t *testing.T) {
 // detaching — loses no reservation, creates no duplicate, and never lets
 // MetalLB hand an attached address to nobody or to someone else.
 func TestDriver_7_RestartAtAnyPoint(t *testing.T) {
-	e := newEnv(t)
-	needMetalLB(t)
-	t.Cleanup(e.cleanupDriver)
-	t.Cleanup(e.dumpServicesIfFailed)
-	startManager(t)
+	e := newEnvForDriver(t)
 	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/24"), v1alpha1.ReclaimRetain)
 	claim := func(i int) string { return fmt.Sprintf("claim-%02d", i) }
 
@@ -468,10 +464,8 @@ func TestDriver_7_2_ClaimRecreatedUnderItsName(t *testing.T) {
 // MetalLB never has it on anyone but the Service.
 func TestDriver_7_6_ClassSlipTakesNothing(t *testing.T) {
 	e := newDriverEnv(t)
-	pool := e.pool("pool", e.v4(0)+"/28")
-	class := e.metalLBClass("public", pool, v1alpha1.ReclaimRetain)
-	e.createClaim("web", class)
-	ip := e.boundAddresses("web", 1)[0]
+	class, ip := e.webBound(v1alpha1.ReclaimRetain)
+	pool := e.class("pool") // webBound's
 	addr := nameOf(ip)
 	e.placeholderHolds(ip)
 	e.service("a", naming("web"))
@@ -657,11 +651,7 @@ func TestDriver_7_5_RepointedServiceStealsNothing(t *testing.T) {
 // hands its old claim's address back to the placeholder and goes; neither
 // address is ever unheld.
 func TestDriver_7_5_MovedThenDeletedServiceLetsGo(t *testing.T) {
-	e := newEnv(t)
-	needMetalLB(t)
-	t.Cleanup(e.cleanupDriver)
-	t.Cleanup(e.dumpServicesIfFailed)
-	startManager(t)
+	e := newEnvForDriver(t)
 	stop := startDriver(t)
 	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), v1alpha1.ReclaimRetain)
 	e.createClaim("a", class)
@@ -754,11 +744,7 @@ func TestDriver_7_MetalLBRestartAtEveryStep(t *testing.T) {
 // reserved address is ever on no Service in MetalLB's books, and every
 // claim's address ends on its placeholder or on the one Service naming it.
 func TestDriver_7_HeldAtEveryInstantUnderChurnAndRestarts(t *testing.T) {
-	e := newEnv(t)
-	needMetalLB(t)
-	t.Cleanup(e.cleanupDriver)
-	t.Cleanup(e.dumpServicesIfFailed)
-	startManager(t)
+	e := newEnvForDriver(t)
 	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/27"), v1alpha1.ReclaimRetain)
 	const n = 6
 	claim := func(i int) string { return fmt.Sprintf("claim-%d", i) }

@@ -222,7 +222,8 @@ func stuckReconciles() string {
 }
 
 // testSeq numbers the tests: test n works in namespace itn, on classes
-// named itn-*, and on 10.0.n.0/24 and fd00:n::/64 (n in hex there).
+// named itn-*, and on 100.64.n.0/24 and 2001:db8:n::/64 (n in hex there):
+// shared address space and documentation ranges, data only.
 var testSeq atomic.Int32
 
 // env is one test's slice of the shared control plane.
@@ -256,10 +257,10 @@ func (e *env) class(suffix string) string { return fmt.Sprintf("it%d-%s", e.id, 
 func (e *env) ownsClass(name string) bool { return strings.HasPrefix(name, fmt.Sprintf("it%d-", e.id)) }
 
 // v4 is host n of the test's IPv4 range.
-func (e *env) v4(n int) string { return fmt.Sprintf("10.%d.%d.%d", e.id/256, e.id%256, n) }
+func (e *env) v4(n int) string { return fmt.Sprintf("100.%d.%d.%d", 64+e.id/256, e.id%256, n) }
 
 // v6 is host n of the test's IPv6 range.
-func (e *env) v6(n int) string { return fmt.Sprintf("fd00:%x::%x", e.id, n) }
+func (e *env) v6(n int) string { return fmt.Sprintf("2001:db8:%x::%x", e.id, n) }
 
 // nameOf is the object name of an IP.
 func nameOf(ip string) string {
