@@ -7,7 +7,8 @@
 //
 // The YAML files in this directory are the single source of those objects:
 // they are embedded (FS) so that the tests, and whatever installs them, use
-// the very same bytes. The package's tests type-check the policy against the
-// Service schema and evaluate it with Kubernetes' own admission plugin;
-// test/policy enforces it on a real API server.
+// the very same bytes. The package's tests type-check service-pins against
+// the Service schema and evaluate it with Kubernetes' own admission plugin,
+// and evaluate class-parameters with the plugin's compiler, case by case;
+// test/policy enforces both on a real API server.
 package policies
