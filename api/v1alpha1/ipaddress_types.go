@@ -122,6 +122,42 @@ type WorkloadReference struct {
 	Name string `json:"name"`
 }
 
+// HeldReference names a workload the driver holds an address on, by UID:
+// a namesake created later is another workload.
+type HeldReference struct {
+	// Kind of the workload, e.g. Service.
+	// +required
+	Kind string `json:"kind"`
+	// Namespace of the workload.
+	// +required
+	Namespace string `json:"namespace"`
+	// Name of the workload.
+	// +required
+	Name string `json:"name"`
+	// UID of the workload.
+	// +required
+	UID types.UID `json:"uid"`
+}
+
+// Holding is the driver's own record of where it holds the address in its
+// backend's books. It is the driver's input as well as its output: which
+// workloads it wrote a pin on is read from here, never inferred from the
+// workloads, which others can write.
+type Holding struct {
+	// Workload is the workload the driver pinned the address to; empty
+	// while the driver's own placeholder alone holds it.
+	// +optional
+	Workload *HeldReference `json:"workload,omitempty"`
+	// From are, during a handoff, the workloads the driver pinned the
+	// address to before and has not let go of yet.
+	// +optional
+	// +listType=atomic
+	From []HeldReference `json:"from,omitempty"`
+	// Since is when the handoff under way began; empty when none is.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+}
+
 // IPAddressStatus is the observed state of an address.
 type IPAddressStatus struct {
 	// Phase: Available, Bound and Released are written by the core;
@@ -134,6 +170,11 @@ type IPAddressStatus struct {
 	// empty means reserved but inert. Written by drivers only.
 	// +optional
 	AssociatedTo *WorkloadReference `json:"associatedTo,omitempty"`
+
+	// Holding is the driver's record of where it holds the address:
+	// written by drivers only, never read by the core.
+	// +optional
+	Holding *Holding `json:"holding,omitempty"`
 
 	// Conditions: Bound (its lastTransitionTime dates every core-owned phase
 	// change, and so the release time), and any a driver adds.

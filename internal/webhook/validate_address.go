@@ -27,6 +27,7 @@ const (
 	msgCorePhase   = "only the address-controller core moves an address between Pending, Available, Bound and Released"
 	msgDriverPhase = "only a driver moves an address into or out of Conflict and Lost"
 	msgAssociated  = "only a driver writes associatedTo, the workload it announces the address for"
+	msgHolding     = "only a driver writes holding, its record of where it holds the address"
 	msgCoreBound   = "only the address-controller core writes the Bound condition"
 	// msgDriverCondition takes the condition's type.
 	msgDriverCondition = "only a driver writes the %s condition"
@@ -112,6 +113,9 @@ func ValidateAddressStatusUpdate(oldAddr, newAddr *v1alpha1.IPAddress, u authent
 	errs = append(errs, validatePhaseUpdate(o.Phase, n.Phase, u, p, fldPath.Child("phase"))...)
 	if !equality.Semantic.DeepEqual(o.AssociatedTo, n.AssociatedTo) {
 		errs = append(errs, forbiddenUnless(p.IsDriver(u), fldPath.Child("associatedTo"), msgAssociated)...)
+	}
+	if !equality.Semantic.DeepEqual(o.Holding, n.Holding) {
+		errs = append(errs, forbiddenUnless(p.IsDriver(u), fldPath.Child("holding"), msgHolding)...)
 	}
 	return append(errs, validateConditionsUpdate(o.Conditions, n.Conditions, u, p, fldPath.Child("conditions"))...)
 }

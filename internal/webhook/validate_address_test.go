@@ -38,6 +38,12 @@ func addrPhase(ph v1alpha1.AddressPhase) func(*v1alpha1.IPAddress) {
 	return func(a *v1alpha1.IPAddress) { a.Status.Phase = ph }
 }
 
+func holding(name string) func(*v1alpha1.IPAddress) {
+	return func(a *v1alpha1.IPAddress) {
+		a.Status.Holding = &v1alpha1.Holding{Workload: &v1alpha1.HeldReference{Kind: "Service", Namespace: "tenant", Name: name, UID: "uid-" + types.UID(name)}}
+	}
+}
+
 func associated(name string) func(*v1alpha1.IPAddress) {
 	return func(a *v1alpha1.IPAddress) {
 		a.Status.AssociatedTo = &v1alpha1.WorkloadReference{Kind: "Service", Namespace: "tenant", Name: name}
@@ -170,6 +176,7 @@ func TestValidateAddressStatusUpdate(t *testing.T) {
 		corePhase   = field.ErrorList{field.Forbidden(phase, msgCorePhase)}
 		driverPhase = field.ErrorList{field.Forbidden(phase, msgDriverPhase)}
 		notAssoc    = field.ErrorList{field.Forbidden(assoc, msgAssociated)}
+		notHolding  = field.ErrorList{field.Forbidden(statusPath.Child("holding"), msgHolding)}
 		notBound    = field.ErrorList{field.Forbidden(conds.Key("Bound"), msgCoreBound)}
 		notHeld     = field.ErrorList{field.Forbidden(conds.Key("Held"), "only a driver writes the Held condition")}
 	)
@@ -212,6 +219,10 @@ func TestValidateAddressStatusUpdate(t *testing.T) {
 		{"the core cannot set associatedTo", core, st(bound), st(bound, associated("web")), notAssoc},
 		{"an admin cannot clear associatedTo", admin, st(bound, associated("web")), st(bound), notAssoc},
 		{"a tenant cannot set associatedTo", tenant, st(bound), st(bound, associated("web")), notAssoc},
+		{"a driver can record where it holds the address", driver, st(bound), st(bound, holding("web")), nil},
+		{"an admin cannot rewrite the driver's holding record", admin, st(bound, holding("web")), st(bound, holding("forged")), notHolding},
+		{"a tenant cannot write the driver's holding record", tenant, st(bound), st(bound, holding("forged")), notHolding},
+		{"the core cannot clear the driver's holding record", core, st(bound, holding("web")), st(bound), notHolding},
 
 		{"the core can change the Bound condition", core, st(bound, coreBound), st(bound, cond(v1alpha1.ConditionBound, metav1.ConditionUnknown)), nil},
 		{"a driver cannot write the Bound condition", driver, st(bound), st(bound, coreBound), notBound},

@@ -830,3 +830,29 @@ func TestDriver_7_HeldAtEveryInstantUnderChurnAndRestarts(t *testing.T) {
 		w.check(t)
 	}
 }
+
+// The driver trusts only its own record of which Services it pinned: a
+// Service carrying a copy of the driver's marker and a pin of a reserved
+// address is not the driver's — it is never edited, and it gets nothing.
+func TestDriver_7_6_ForgedMarkerIsNotTheDrivers(t *testing.T) {
+	e := newDriverEnv(t)
+	_, ip := e.webBound(v1alpha1.ReclaimRetain)
+	e.placeholderHolds(ip)
+	e.eventually(func(g Gomega) {
+		g.Expect(e.getAddress(g, nameOf(ip)).Status.Holding).NotTo(BeNil(), "the driver has recorded how it holds the address")
+	})
+	forged := map[string]string{
+		metallbiad.AnnotationLoadBalancerIPs: ip, metallbiad.AnnotationPinned: ip, metallbiad.AnnotationAllowSharedIP: "theirs",
+	}
+	e.service("stranger", forged)
+	e.consistently(2*time.Second, func(g Gomega) {
+		var svc corev1.Service
+		g.Expect(k8s.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "stranger"}, &svc)).To(Succeed())
+		for k, v := range forged {
+			g.Expect(svc.Annotations).To(HaveKeyWithValue(k, v), "the driver never edits a Service it did not pin")
+		}
+		g.Expect(svc.Finalizers).NotTo(ContainElement(metallbiad.FinalizerHandoff))
+		g.Expect(ingressOf(g, e.ns, "stranger")).To(BeEmpty())
+		g.Expect(ingressOf(g, driverNamespace, nameOf(ip))).To(Equal([]string{ip}))
+	})
+}

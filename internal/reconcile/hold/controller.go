@@ -13,7 +13,31 @@ package hold
 //     and the handoff finalizer — and it removes only a pin whose marker
 //     still matches;
 //   - the address's phase only into and out of Conflict and Lost, its
-//     driver conditions (Conflict, Held) and status.associatedTo.
+//     driver conditions (Conflict, Held), status.associatedTo and
+//     status.holding.
+//
+// The holding record (status.holding, which only drivers may write) is
+// what the driver knows of its own pins: the workload it pinned the address
+// to, the Services it pinned it to before and has not let go of yet (from),
+// and since when a handoff runs. Which Services the driver pinned is read
+// from the record, by UID, never from the Services' annotations — a marker
+// anyone copies onto a Service makes it neither the driver's to edit nor
+// authorized to hold the address. States and transitions, each a pure
+// function of the record, the claim's Services and MetalLB's books
+// (Service status):
+//
+//	placeholder ──attach──► handoff(to w) ──w holds──► attached(w)
+//	attached(w) ──move──► handoff(to w', from w) ──w' holds, w let go──► attached(w')
+//	attached(w) ──detach/teardown──► handoff(from w) ──w let go──► placeholder
+//
+// Invariants: at every instant MetalLB has the address on the placeholder
+// or on a recorded Service; a Service is recorded before its pin is
+// written (so a crash between the two leaves a recorded Service without a
+// pin, which the next pass pins or lets go) and leaves the record only once
+// it carries neither the marker nor the handoff finalizer. Conflict is a
+// holder the record does not name; Lost is no pool covering the address.
+// An address held before the record existed is read once through the
+// marker and recorded by that pass.
 //
 // Write order of a handoff, so that MetalLB never has the address
 // unassigned nor assigned to a third Service: placeholders allow sharing
@@ -227,7 +251,7 @@ func (r *Reconciler) gather(ctx context.Context, a *v1alpha1.IPAddress) (s snaps
 	if s.holders, err = r.services(ctx, client.MatchingFields{metallb.ServiceIngressIP: ip.String()}); err != nil {
 		return s, false, err
 	}
-	if s.pinned, err = r.services(ctx, client.MatchingFields{metallb.ServicePinnedIP: ip.String()}); err != nil {
+	if s.pinned, err = r.recorded(ctx, a, ip); err != nil {
 		return s, false, err
 	}
 	ips := []netip.Addr{ip}
@@ -240,6 +264,28 @@ func (r *Reconciler) gather(ctx context.Context, a *v1alpha1.IPAddress) (s snaps
 		ips = append(ips, metallb.DriverPinned(svc)...)
 	}
 	return s, true, r.gatherPlaceholders(ctx, &s, ips)
+}
+
+// recorded are the Services the address's holding record names, by UID:
+// the Services the driver pinned it to. An address held before the record
+// existed has none yet; its Services are found by the driver's marker,
+// once, and recorded by the pass.
+func (r *Reconciler) recorded(ctx context.Context, a *v1alpha1.IPAddress, ip netip.Addr) ([]*corev1.Service, error) {
+	h := a.Status.Holding
+	if h == nil {
+		return r.services(ctx, client.MatchingFields{metallb.ServicePinnedIP: ip.String()})
+	}
+	var out []*corev1.Service
+	for _, ref := range recordedRefs(h) {
+		var svc corev1.Service
+		switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, &svc); {
+		case err == nil && svc.UID == ref.UID && stillHeld(&svc, ip):
+			out = append(out, &svc)
+		case err != nil && !apierrors.IsNotFound(err):
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // gatherClaim finds the live claim the address is bound to, its other
@@ -318,6 +364,16 @@ func (r *Reconciler) execute(ctx context.Context, a *v1alpha1.IPAddress, p plan)
 		if err := r.Client.Update(ctx, a); err != nil {
 			return err
 		}
+	}
+	if p.status != nil && p.recordFirst {
+		// A Service about to be pinned is recorded before the pin: a crash
+		// in between leaves a recorded Service without a pin, which the
+		// next pass pins or lets go, never a pin nobody recorded.
+		a.Status = *p.status
+		if err := r.Client.Status().Update(ctx, a); err != nil {
+			return err
+		}
+		p.status = nil
 	}
 	for _, svc := range p.create {
 		if err := r.Client.Create(ctx, svc); err != nil {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -55,8 +56,11 @@ type plan struct {
 	// create, update and remove are Service writes: placeholders and pins.
 	create, update, remove []*corev1.Service
 	// status is the address status to write; nil when unchanged.
-	status *v1alpha1.IPAddressStatus
-	events []record
+	// recordFirst: the holding record gains a Service, so the status is
+	// written before the Services.
+	status      *v1alpha1.IPAddressStatus
+	recordFirst bool
+	events      []record
 }
 
 type record struct {
@@ -443,6 +447,8 @@ func status(s snapshot, w *corev1.Service, p *plan) {
 	}
 	st.AssociatedTo = associatedTo(s, w)
 	p.events = append(p.events, association(s, a.Status.AssociatedTo, st.AssociatedTo)...)
+	st.Holding = holdingAfter(s, w, p)
+	p.recordFirst = gains(a.Status.Holding, st.Holding)
 	if !equality.Semantic.DeepEqual(a.Status, *st) {
 		p.status = st
 	}
@@ -481,6 +487,83 @@ func (s snapshot) pool() string {
 		return ph.Annotations[metallb.AnnotationAddressPool]
 	}
 	return s.class.PoolName
+}
+
+// stillHeld reports whether svc still carries the driver's hold of ip: its
+// marker names ip, or it keeps the handoff finalizer the driver has yet to
+// release. A recorded Service that carries neither is the driver's no more.
+func stillHeld(svc *corev1.Service, ip netip.Addr) bool {
+	return pinnedWith(svc, ip) || controllerutil.ContainsFinalizer(svc, metallb.FinalizerHandoff)
+}
+
+// holdingAfter is the holding record once the plan is carried out: the
+// workload if it is (or is being) pinned with the address, and every other
+// Service the driver pinned it to and has not let go of yet; Since dates a
+// handoff under way and is kept while it lasts.
+func holdingAfter(s snapshot, w *corev1.Service, p *plan) *v1alpha1.Holding {
+	after := map[types.UID]*corev1.Service{}
+	for _, svc := range s.pinned {
+		after[svc.UID] = svc
+	}
+	for _, svc := range p.update {
+		if svc.Namespace == s.namespace && svc.Labels[metallb.LabelAddress] != "" {
+			continue // a placeholder is no workload
+		}
+		if _, known := after[svc.UID]; known || pinnedWith(svc, s.ip) {
+			if stillHeld(svc, s.ip) {
+				after[svc.UID] = svc
+			} else {
+				delete(after, svc.UID)
+			}
+		}
+	}
+	h := &v1alpha1.Holding{}
+	if w != nil && after[w.UID] != nil {
+		h.Workload = heldRef(after[w.UID])
+		delete(after, w.UID)
+	}
+	for _, svc := range after {
+		h.From = append(h.From, *heldRef(svc))
+	}
+	slices.SortFunc(h.From, func(a, b v1alpha1.HeldReference) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
+	if len(h.From) > 0 || (h.Workload != nil && !metallb.Holds(w, s.ip)) {
+		h.Since = &metav1.Time{Time: s.now}
+		if old := s.address.Status.Holding; old != nil && old.Since != nil {
+			h.Since = old.Since
+		}
+	}
+	return h
+}
+
+func heldRef(svc *corev1.Service) *v1alpha1.HeldReference {
+	return &v1alpha1.HeldReference{Kind: "Service", Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}
+}
+
+// recordedRefs are the Services a holding record names.
+func recordedRefs(h *v1alpha1.Holding) []v1alpha1.HeldReference {
+	var refs []v1alpha1.HeldReference
+	if h.Workload != nil {
+		refs = append(refs, *h.Workload)
+	}
+	return append(refs, h.From...)
+}
+
+// gains reports whether record after names a Service before does not.
+func gains(before, after *v1alpha1.Holding) bool {
+	known := map[types.UID]bool{}
+	if before != nil {
+		for _, r := range recordedRefs(before) {
+			known[r.UID] = true
+		}
+	}
+	for _, r := range recordedRefs(after) {
+		if !known[r.UID] {
+			return true
+		}
+	}
+	return false
 }
 
 // restore clears what the driver set once its cause has passed: the

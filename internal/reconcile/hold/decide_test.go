@@ -3,6 +3,7 @@ package hold
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -245,6 +246,13 @@ func associated(name string) func(*v1alpha1.IPAddress) {
 }
 
 func noFinalizer(a *v1alpha1.IPAddress) { a.Finalizers = nil }
+
+// recordedOn: the address's holding record names Service name as its workload.
+func recordedOn(name string) func(*v1alpha1.IPAddress) {
+	return func(a *v1alpha1.IPAddress) {
+		a.Status.Holding = &v1alpha1.Holding{Workload: &v1alpha1.HeldReference{Kind: "Service", Namespace: ns, Name: name, UID: types.UID(ns + "/" + name)}}
+	}
+}
 
 func unbound(a *v1alpha1.IPAddress) { a.Spec.ClaimRef = nil }
 
@@ -515,6 +523,70 @@ func TestOurs(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := ours(tc.address, tc.class); got != tc.want {
 				t.Errorf("ours = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// The holding record each pass writes: the Service the driver pinned the
+// address to, those it has not let go of yet, since when a handoff runs —
+// and whether it must be written before the Services (a Service about to
+// be pinned is recorded first).
+func TestHoldingRecord(t *testing.T) {
+	ref := func(name string) string { return ns + "/" + name }
+	record := func(h *v1alpha1.Holding) (workload string, from []string, since bool) {
+		if h == nil {
+			return "", nil, false
+		}
+		if h.Workload != nil {
+			workload = h.Workload.Namespace + "/" + h.Workload.Name
+		}
+		for _, f := range h.From {
+			from = append(from, f.Namespace+"/"+f.Name)
+		}
+		return workload, from, h.Since != nil
+	}
+	for _, tc := range []struct {
+		name        string
+		w           world
+		workload    string
+		from        []string
+		since       bool
+		recordFirst bool
+	}{
+		{name: "1 held by the placeholder alone: an empty record",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, placeholders: []*corev1.Service{ph(v4, key, holding(v4))}}},
+		{name: "2 attach: the workload is recorded before it is pinned, and the handoff dated",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true,
+				services: []*corev1.Service{svc(ns, "a", naming("web"))}, placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			workload: ref("a"), since: true, recordFirst: true},
+		{name: "3 attached: the workload alone, no handoff",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a"), recordedOn("a")), claim: true,
+				services: []*corev1.Service{svc(ns, "a", naming("web"), pinnedBy(v4), holding(v4))}},
+			workload: ref("a")},
+		{name: "4 detach: the Service stays recorded while it lets go",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a"), recordedOn("a")), claim: true,
+				services: []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4))}, placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			from: []string{ref("a")}, since: true},
+		{name: "5 detach done: the released Service leaves the record",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true,
+				services: []*corev1.Service{svc(ns, "a", withdrawn(v4))}, placeholders: []*corev1.Service{ph(v4, key, holding(v4))}}},
+		{name: "6 move: the new workload recorded, the old one still there until it lets go",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
+				services: []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4)), svc(ns, "b", naming("web"), onPort(443))}},
+			workload: ref("b"), from: []string{ref("a")}, since: true, recordFirst: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := snapshotOf(tc.w)
+			p := decide(s)
+			st := s.address.Status
+			if p.status != nil {
+				st = *p.status
+			}
+			workload, from, since := record(st.Holding)
+			if workload != tc.workload || !slices.Equal(from, tc.from) || since != tc.since || p.recordFirst != tc.recordFirst {
+				t.Errorf("record = workload %q from %v since %v, first %v; want %q %v %v, first %v",
+					workload, from, since, p.recordFirst, tc.workload, tc.from, tc.since, tc.recordFirst)
 			}
 		})
 	}
