@@ -267,12 +267,17 @@ func (r *Reconciler) gather(ctx context.Context, a *v1alpha1.IPAddress) (s snaps
 }
 
 // recorded are the Services the address's holding record names, by UID:
-// the Services the driver pinned it to. An address held before the record
-// existed has none yet; its Services are found by the driver's marker,
-// once, and recorded by the pass.
+// the Services the driver pinned it to. No record means its placeholder
+// alone holds it — except for an address attached before the record
+// existed (it has associatedTo, which the driver writes only once it has
+// pinned a Service): its Services are found by the driver's marker, once,
+// and recorded by the pass.
 func (r *Reconciler) recorded(ctx context.Context, a *v1alpha1.IPAddress, ip netip.Addr) ([]*corev1.Service, error) {
 	h := a.Status.Holding
 	if h == nil {
+		if a.Status.AssociatedTo == nil {
+			return nil, nil
+		}
 		return r.services(ctx, client.MatchingFields{metallb.ServicePinnedIP: ip.String()})
 	}
 	var out []*corev1.Service

@@ -499,7 +499,8 @@ func stillHeld(svc *corev1.Service, ip netip.Addr) bool {
 // holdingAfter is the holding record once the plan is carried out: the
 // workload if it is (or is being) pinned with the address, and every other
 // Service the driver pinned it to and has not let go of yet; Since dates a
-// handoff under way and is kept while it lasts.
+// handoff under way and is kept while it lasts. nil while the placeholder
+// alone holds the address.
 func holdingAfter(s snapshot, w *corev1.Service, p *plan) *v1alpha1.Holding {
 	after := map[types.UID]*corev1.Service{}
 	for _, svc := range s.pinned {
@@ -534,6 +535,10 @@ func holdingAfter(s snapshot, w *corev1.Service, p *plan) *v1alpha1.Holding {
 			h.Since = old.Since
 		}
 	}
+	if h.Workload == nil && len(h.From) == 0 {
+		// The placeholder alone: no record, and no write for it.
+		return nil
+	}
 	return h
 }
 
@@ -544,6 +549,9 @@ func heldRef(svc *corev1.Service) *v1alpha1.HeldReference {
 // recordedRefs are the Services a holding record names.
 func recordedRefs(h *v1alpha1.Holding) []v1alpha1.HeldReference {
 	var refs []v1alpha1.HeldReference
+	if h == nil {
+		return nil
+	}
 	if h.Workload != nil {
 		refs = append(refs, *h.Workload)
 	}
@@ -553,10 +561,8 @@ func recordedRefs(h *v1alpha1.Holding) []v1alpha1.HeldReference {
 // gains reports whether record after names a Service before does not.
 func gains(before, after *v1alpha1.Holding) bool {
 	known := map[types.UID]bool{}
-	if before != nil {
-		for _, r := range recordedRefs(before) {
-			known[r.UID] = true
-		}
+	for _, r := range recordedRefs(before) {
+		known[r.UID] = true
 	}
 	for _, r := range recordedRefs(after) {
 		if !known[r.UID] {
