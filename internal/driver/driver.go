@@ -84,7 +84,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&provision.Reconciler{Client: mgr.GetClient(), Books: books, Classes: classes, Recorder: rec}).SetupWithManager(mgr, opts.ProvisionWorkers); err != nil {
 		return err
 	}
-	return (&hold.Reconciler{Client: mgr.GetClient(), Classes: classes, Recorder: rec, Namespace: opts.Namespace}).SetupWithManager(mgr, opts.HoldWorkers)
+	return (&hold.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Classes: classes, Recorder: rec, Namespace: opts.Namespace}).SetupWithManager(mgr, opts.HoldWorkers)
 }
 
 // Explain turns an error of starting the driver without MetalLB's CRDs

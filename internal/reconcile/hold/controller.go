@@ -103,9 +103,12 @@ import (
 
 // Reconciler holds the driver's addresses in MetalLB's books.
 type Reconciler struct {
-	Client   client.Client
-	Classes  *metallb.Classes
-	Recorder *recorder.Recorder
+	Client client.Client
+	// APIReader reads past the cache: whether a Service in the way of a
+	// placeholder is a stranger or the placeholder the cache has yet to show.
+	APIReader client.Reader
+	Classes   *metallb.Classes
+	Recorder  *recorder.Recorder
 	// Namespace is where placeholders live.
 	Namespace string
 	Now       func() time.Time
@@ -195,16 +198,32 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	err = r.execute(ctx, &a, decide(s))
 	switch {
 	case apierrors.IsAlreadyExists(err):
-		// A Service not the driver's has the placeholder's name: say so,
-		// and look again with backoff until someone moves it.
-		r.Recorder.EventOnce(&a, corev1.EventTypeWarning, metallb.ReasonPlaceholderTaken, fmt.Sprintf(
-			"Service %s/%s exists and is not this address's placeholder (no label %s=%s); the driver cannot hold %s until it is renamed or deleted",
-			r.Namespace, a.Name, metallb.LabelAddress, a.Name, a.Spec.Address))
+		// Either the cache has yet to show the placeholder just created, or
+		// a Service not the driver's has its name: say so then, and look
+		// again with backoff until someone moves it.
+		if r.squatted(ctx, a.Name) {
+			r.Recorder.EventOnce(&a, corev1.EventTypeWarning, metallb.ReasonPlaceholderTaken, fmt.Sprintf(
+				"Service %s/%s exists and is not this address's placeholder (no label %s=%s); the driver cannot hold %s until it is renamed or deleted",
+				r.Namespace, a.Name, metallb.LabelAddress, a.Name, a.Spec.Address))
+		}
 		return retry.Again()
 	case apierrors.IsConflict(err):
 		return retry.Again()
 	}
 	return reconcile.Result{}, err
+}
+
+// squatted reports whether the Service named like the placeholder of
+// address name, read from the API server, is not that placeholder.
+func (r *Reconciler) squatted(ctx context.Context, name string) bool {
+	if r.APIReader == nil {
+		return true
+	}
+	var svc corev1.Service
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: name}, &svc); err != nil {
+		return false
+	}
+	return svc.Labels[metallb.LabelAddress] != name
 }
 
 // releaseOrphans takes the driver's hold of the gone address name off every
