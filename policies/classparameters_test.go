@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -13,52 +12,16 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
-	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/cel/environment"
 
 	"github.com/cozystack/address-controller/policies"
 )
 
-// classPolicy is metallb-iad-class-parameters compiled as the API server's
-// plugin compiles it: match conditions, then validations and their messages.
-type classPolicy struct {
-	match, validations, messages plugincel.ConditionEvaluator
-}
-
-func compileClassPolicy(t *testing.T, policy *admissionregistrationv1.ValidatingAdmissionPolicy) *classPolicy {
-	t.Helper()
-	compiler, err := plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	decls := plugincel.OptionalVariableDeclarations{HasAuthorizer: true}
-	var match []plugincel.ExpressionAccessor
-	for _, m := range policy.Spec.MatchConditions {
-		match = append(match, &matchconditions.MatchCondition{Name: m.Name, Expression: m.Expression})
-	}
-	for _, v := range policy.Spec.Variables {
-		if r := compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, decls, environment.StoredExpressions); r.Error != nil {
-			t.Fatalf("variable %s: %v", v.Name, r.Error)
-		}
-	}
-	var validations, messages []plugincel.ExpressionAccessor
-	for _, v := range policy.Spec.Validations {
-		validations = append(validations, &validating.ValidationCondition{Expression: v.Expression, Message: v.Message, Reason: v.Reason})
-		messages = append(messages, &validating.MessageExpressionCondition{MessageExpression: v.MessageExpression})
-	}
-	return &classPolicy{
-		match:       compiler.CompileCondition(match, decls, environment.StoredExpressions),
-		validations: compiler.CompileCondition(validations, decls, environment.StoredExpressions),
-		messages:    compiler.CompileCondition(messages, plugincel.OptionalVariableDeclarations{}, environment.StoredExpressions),
-	}
-}
-
 // denial is what the policy says of a write of class after old (nil on
 // create): "" when it does not match or admits it, else the first failed
 // validation's message.
-func (p *classPolicy) denial(t *testing.T, old, class *unstructured.Unstructured) string {
+func (p *compiledPolicy) denial(t *testing.T, old, class *unstructured.Unstructured) string {
 	t.Helper()
 	kind := schema.GroupVersionKind{Group: "local.sdn.cozystack.io", Version: "v1alpha1", Kind: "IPAddressClass"}
 	resource := kind.GroupVersion().WithResource("ipaddressclasses")
@@ -128,7 +91,7 @@ func TestClassParameters_Evaluated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := compileClassPolicy(t, shipped.Policy)
+	p := compilePolicy(t, shipped.Policy, false)
 	const metallb = "metallb.drivers.local.sdn.cozystack.io"
 	good := class(metallb, map[string]any{"pool": "p"})
 	for _, tc := range []struct {

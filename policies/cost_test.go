@@ -13,42 +13,46 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/cel/environment"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 )
 
-// compiledPolicy is the policy compiled as kube-apiserver's
+// compiledPolicy is a policy compiled as kube-apiserver's
 // ValidatingAdmissionPolicy plugin compiles it (same environment, variables
-// composed lazily, validations with the authorizer, messages without), kept
-// apart so the cost of an evaluation can be read.
+// composed lazily, match conditions and validations with the authorizer,
+// messages without), kept apart so the cost of an evaluation can be read.
 type compiledPolicy struct {
-	validations, messages plugincel.ConditionEvaluator
+	match, validations, messages plugincel.ConditionEvaluator
 }
 
-func compilePolicy(t *testing.T, policy *admissionregistrationv1.ValidatingAdmissionPolicy) *compiledPolicy {
+// compilePolicy compiles policy; hasParams says whether it declares params.
+func compilePolicy(t *testing.T, policy *admissionregistrationv1.ValidatingAdmissionPolicy, hasParams bool) *compiledPolicy {
 	t.Helper()
 	compiler, err := plugincel.NewCompositedCompiler(environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	withAuthz := plugincel.OptionalVariableDeclarations{HasParams: true, HasAuthorizer: true}
-	variables := make([]plugincel.NamedExpressionAccessor, len(policy.Spec.Variables))
-	for i, v := range policy.Spec.Variables {
-		variables[i] = &validating.Variable{Name: v.Name, Expression: v.Expression}
-		if r := compiler.CompileAndStoreVariable(variables[i], withAuthz, environment.StoredExpressions); r.Error != nil {
+	withAuthz := plugincel.OptionalVariableDeclarations{HasParams: hasParams, HasAuthorizer: true}
+	for _, v := range policy.Spec.Variables {
+		if r := compiler.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, withAuthz, environment.StoredExpressions); r.Error != nil {
 			t.Fatalf("variable %s: %v", v.Name, r.Error)
 		}
 	}
-	var validations, messages []plugincel.ExpressionAccessor
+	var match, validations, messages []plugincel.ExpressionAccessor
+	for _, m := range policy.Spec.MatchConditions {
+		match = append(match, &matchconditions.MatchCondition{Name: m.Name, Expression: m.Expression})
+	}
 	for _, v := range policy.Spec.Validations {
 		validations = append(validations, &validating.ValidationCondition{Expression: v.Expression, Message: v.Message, Reason: v.Reason})
 		messages = append(messages, &validating.MessageExpressionCondition{MessageExpression: v.MessageExpression})
 	}
 	return &compiledPolicy{
+		match:       compiler.CompileCondition(match, withAuthz, environment.StoredExpressions),
 		validations: compiler.CompileCondition(validations, withAuthz, environment.StoredExpressions),
-		messages:    compiler.CompileCondition(messages, plugincel.OptionalVariableDeclarations{HasParams: true}, environment.StoredExpressions),
+		messages:    compiler.CompileCondition(messages, plugincel.OptionalVariableDeclarations{HasParams: hasParams}, environment.StoredExpressions),
 	}
 }
 
@@ -115,7 +119,7 @@ func names(prefix string, n, length int) []string {
 // that every expression runs; an ordinary write is shown for scale.
 func TestServicePins_RuntimeCostWithinBudget(t *testing.T) {
 	policy, _, params := shipped(t)
-	compiled := compilePolicy(t, policy)
+	compiled := compilePolicy(t, policy, true)
 
 	ordinary := func() (before, after *corev1.Service) {
 		pool := reservedFields[1]

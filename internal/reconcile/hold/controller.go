@@ -138,9 +138,9 @@ func addressRequest(ip netip.Addr) reconcile.Request {
 }
 
 // forService wakes the addresses a Service concerns: the one it is the
-// placeholder of (or whose placeholder's name it takes), those of the claim it names, those the driver pinned to
-// it, and those MetalLB assigned to it. The map runs on the old and the new
-// object of an update alike.
+// placeholder of (or whose placeholder's name it takes), those of the claim
+// it names, those the driver pinned to it, and those MetalLB assigned to it.
+// The map runs on the old and the new object of an update alike.
 func (r *Reconciler) forService(ctx context.Context, o client.Object) []reconcile.Request {
 	svc := o.(*corev1.Service)
 	var reqs []reconcile.Request
