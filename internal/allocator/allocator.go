@@ -14,17 +14,31 @@ import (
 // ParseRanges builds the set of addresses a pool's ranges cover. Each entry
 // is a CIDR ("203.0.113.0/24", "2001:db8::/64") or an inclusive range
 // ("203.0.113.10-203.0.113.20"), as MetalLB's IPAddressPool.spec.addresses
-// takes them; the error names the entry that is not.
+// takes them; the error names the entry that is not. An entry reaching into
+// the IPv4-mapped block ::ffff:0:0/96 is refused: such an address is an
+// IPv4 address in IPv6 spelling, whose family and name would disagree with
+// the IPv4 address it stands for, so no address object could be made of it.
 func ParseRanges(entries []string) (*netipx.IPSet, error) {
 	var b netipx.IPSetBuilder
 	for i, e := range entries {
 		r, err := parseRange(strings.TrimSpace(e))
+		if err == nil && overlapsMapped(r) {
+			err = fmt.Errorf("reaches into ::ffff:0:0/96, IPv4-mapped IPv6 addresses: write IPv4 addresses as IPv4")
+		}
 		if err != nil {
 			return nil, fmt.Errorf("addresses[%d] %q: %w", i, e, err)
 		}
 		b.AddRange(r)
 	}
 	return b.IPSet()
+}
+
+// mapped is the block of IPv4-mapped IPv6 addresses.
+var mapped = netip.MustParsePrefix("::ffff:0:0/96")
+
+func overlapsMapped(r netipx.IPRange) bool {
+	m := netipx.RangeOfPrefix(mapped)
+	return r.From().Is6() && r.From().Compare(m.To()) <= 0 && m.From().Compare(r.To()) <= 0
 }
 
 func parseRange(e string) (netipx.IPRange, error) {

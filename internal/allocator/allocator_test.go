@@ -29,6 +29,13 @@ func TestParseRanges(t *testing.T) {
 		{[]string{"203.0.113.0/30", "bogus"}, `addresses[1] "bogus": neither a CIDR nor a start-end range`},
 		{[]string{"203.0.113.9-203.0.113.1"}, `addresses[0] "203.0.113.9-203.0.113.1"`},
 		{[]string{"203.0.113.1-2001:db8::1"}, `addresses[0] "203.0.113.1-2001:db8::1"`},
+		// IPv4-mapped IPv6: in CIDR or range spelling, or a wider entry
+		// reaching into the block, refused with the entry named.
+		{[]string{"2001:db8::/64", "::ffff:192.0.2.0/120"}, `addresses[1] "::ffff:192.0.2.0/120": reaches into ::ffff:0:0/96`},
+		{[]string{"::ffff:192.0.2.1-::ffff:192.0.2.9"}, `addresses[0] "::ffff:192.0.2.1-::ffff:192.0.2.9": reaches into`},
+		{[]string{"::/64"}, `addresses[0] "::/64": reaches into`},
+		{[]string{"::fffe:ffff:ffff-::ffff:0:0"}, `addresses[0] "::fffe:ffff:ffff-::ffff:0:0": reaches into`},
+		{[]string{"::fffe:0:0/96", "::1:0:0:0/96"}, "[::fffe:0:0-::fffe:ffff:ffff ::1:0:0:0-::1:0:ffff:ffff]"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.entries, ","), func(t *testing.T) {

@@ -39,11 +39,15 @@ const (
 // Setup registers the handlers on mgr's webhook server.
 func Setup(mgr ctrl.Manager, p Principals) {
 	h := handlers{reader: mgr.GetClient(), decoder: admission.NewDecoder(mgr.GetScheme()), principals: p}
-	srv := mgr.GetWebhookServer()
-	srv.Register(PathDefaultClaim, &admission.Webhook{Handler: admission.HandlerFunc(h.defaultClaim)})
-	srv.Register(PathValidateClaim, &admission.Webhook{Handler: admission.HandlerFunc(h.validateClaim)})
-	srv.Register(PathValidateAddress, &admission.Webhook{Handler: admission.HandlerFunc(h.validateAddress)})
-	srv.Register(PathValidateClass, &admission.Webhook{Handler: admission.HandlerFunc(h.validateClass)})
+	srv, limited := mgr.GetWebhookServer(), newLimits()
+	for path, handle := range map[string]admission.HandlerFunc{
+		PathDefaultClaim:    h.defaultClaim,
+		PathValidateClaim:   h.validateClaim,
+		PathValidateAddress: h.validateAddress,
+		PathValidateClass:   h.validateClass,
+	} {
+		srv.Register(path, limited(&admission.Webhook{Handler: handle}))
+	}
 }
 
 type handlers struct {

@@ -1,0 +1,166 @@
+package manager
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/webhook"
+	"github.com/cozystack/address-controller/test/controlplane"
+	"github.com/cozystack/address-controller/test/proc"
+)
+
+// floodLimit is the peak resident memory the manager may reach under the
+// flood: the charts' memory limit is 256 MiB, and the manager must stay
+// clear of it with room for its caches.
+const floodLimit = 160 << 20
+
+// TestManagerBinary_AdmissionFlood sends the webhook server what anyone who
+// can reach its port could: 50 admission requests of just under 7 MiB at
+// once, each an IPAddress update whose old and new objects carry a large
+// annotation (both are decoded). The manager must stay well under its
+// memory limit, answer every request (or turn it away as too many), and
+// still admit an ordinary request afterwards.
+func TestManagerBinary_AdmissionFlood(t *testing.T) {
+	g := NewWithT(t)
+	controlplane.RequireBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cp, _ := start(ctx, t, nil)
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	g.Expect(cp.WriteKubeconfig(kubeconfig)).To(Succeed())
+	wh, err := controlplane.PrepareWebhooks() // a certificate and a port; nothing installed
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = wh.Cleanup() })
+
+	var out bytes.Buffer
+	p, err := proc.Start("manager", buildManager(t, dir), []string{
+		"--kubeconfig=" + kubeconfig,
+		"--leader-elect=false",
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+		"--webhook-host=" + wh.Host,
+		"--webhook-port=" + strconv.Itoa(wh.Port),
+		"--webhook-cert-dir=" + wh.CertDir,
+		"--core-username=core",
+	}, &out)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() {
+		_ = p.Stop(10 * time.Second)
+		if t.Failed() {
+			t.Logf("manager output:\n%s", out.String())
+		}
+	})
+	url := "https://" + net.JoinHostPort(wh.Host, strconv.Itoa(wh.Port)) + webhook.PathValidateAddress
+	small := addressReview(t, 0)
+	g.Eventually(func() int { return post(url, small) }, time.Minute, 100*time.Millisecond).Should(Equal(http.StatusOK))
+	before := memory(t, p.Pid(), "VmRSS")
+
+	large := addressReview(t, webhook.MaxRequestBytes-64<<10)
+	codes := map[int]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Go(func() {
+			code := post(url, large)
+			mu.Lock()
+			codes[code]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	peak := memory(t, p.Pid(), "VmHWM")
+	t.Logf("manager RSS: %d MiB before, peak %d MiB under 50 parallel requests of %d MiB; answers by status: %v",
+		before>>20, peak>>20, len(large)>>20, codes)
+	g.Expect(peak).To(BeNumerically("<", floodLimit), "peak RSS")
+	for code := range codes {
+		g.Expect(code).To(BeElementOf(http.StatusOK, http.StatusTooManyRequests), "every request answered or turned away")
+	}
+	g.Expect(codes[http.StatusOK]).To(BeNumerically(">", 0), "some of the flood served")
+	g.Expect(post(url, small)).To(Equal(http.StatusOK), "an ordinary request admitted after the flood")
+}
+
+// addressReview is an AdmissionReview of an IPAddress update whose objects
+// carry an annotation making the body about size bytes.
+func addressReview(t *testing.T, size int) []byte {
+	t.Helper()
+	a := v1alpha1.IPAddress{
+		TypeMeta:   metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "IPAddress"},
+		ObjectMeta: metav1.ObjectMeta{Name: "ip-192-0-2-1", Annotations: map[string]string{"note": strings.Repeat("x", size/2)}},
+		Spec:       v1alpha1.IPAddressSpec{Address: "192.0.2.1", ClassName: "public", Source: v1alpha1.AddressSource{FromClass: &v1alpha1.FromClassSource{}}},
+	}
+	raw, err := json.Marshal(&a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	review := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID:       "flood",
+			Kind:      metav1.GroupVersionKind{Group: v1alpha1.GroupVersion.Group, Version: "v1alpha1", Kind: "IPAddress"},
+			Resource:  metav1.GroupVersionResource{Group: v1alpha1.GroupVersion.Group, Version: "v1alpha1", Resource: "ipaddresses"},
+			Name:      a.Name,
+			Operation: admissionv1.Update,
+			UserInfo:  authenticationv1.UserInfo{Username: "tenant"},
+			Object:    runtime.RawExtension{Raw: raw},
+			OldObject: runtime.RawExtension{Raw: raw},
+		},
+	}
+	body, err := json.Marshal(&review)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
+}
+
+// post sends one review and returns the HTTP status, 0 when the request
+// failed.
+func post(url string, body []byte) int {
+	c := &http.Client{Timeout: 30 * time.Second, Transport: insecure.Transport}
+	resp, err := c.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode
+}
+
+// memory reads one of /proc/<pid>/status's memory lines (VmRSS, VmHWM), in
+// bytes.
+func memory(t *testing.T, pid int, key string) int64 {
+	t.Helper()
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(raw)) {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", key, pid)
+	return 0
+}
+
