@@ -51,11 +51,11 @@ func ClientOptions() client.Options {
 	return client.Options{Cache: &client.CacheOptions{Unstructured: true}}
 }
 
-// CacheOptions cache Services without their managed fields, and pools
+// CacheOptions cache Services trimmed to what the driver reads, and pools
 // from the MetalLB namespace only.
 func CacheOptions(opts Options) cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Service{}: {Transform: cache.TransformStripManagedFields()},
+		&corev1.Service{}: {Transform: metallb.TransformService},
 		metallb.NewPool(): {Namespaces: map[string]cache.Config{opts.MetalLBNamespace: {}}},
 	}}
 }

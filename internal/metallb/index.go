@@ -21,6 +21,8 @@ const (
 	// ServicePinnedAddress: Service by the IPAddress name of each address
 	// of the driver's pinned marker — found when the address is gone.
 	ServicePinnedAddress = "pinnedAddress"
+	// ServiceRequestedIP: Service by each address it asks MetalLB for.
+	ServiceRequestedIP = "requested"
 	// ServiceClaim: LoadBalancer Service by index.ClaimKey of the claim it names.
 	ServiceClaim = "claim"
 )
@@ -43,7 +45,8 @@ func SetupIndexes(ctx context.Context, i client.FieldIndexer) error {
 			}
 			return names
 		},
-		ServiceClaim: serviceClaim,
+		ServiceRequestedIP: func(o client.Object) []string { return ipStrings(RequestedIPs(o.(*corev1.Service))) },
+		ServiceClaim:       serviceClaim,
 	} {
 		if err := i.IndexField(ctx, &corev1.Service{}, key, fn); err != nil {
 			return err

@@ -20,6 +20,18 @@ func IngressIPs(svc *corev1.Service) []netip.Addr {
 	return ips
 }
 
+// RequestedIPs are the addresses svc asks MetalLB for, by any of the means
+// MetalLB honours: its loadBalancerIPs annotation under either prefix, and
+// spec.loadBalancerIP.
+func RequestedIPs(svc *corev1.Service) []netip.Addr {
+	ips := append(ParseIPs(svc.Annotations[AnnotationLoadBalancerIPs]), ParseIPs(svc.Annotations[LegacyLoadBalancerIPs])...)
+	if ip, err := netip.ParseAddr(svc.Spec.LoadBalancerIP); err == nil {
+		ips = append(ips, ip)
+	}
+	slices.SortFunc(ips, netip.Addr.Compare)
+	return slices.Compact(ips)
+}
+
 // Holds reports whether MetalLB assigned ip to svc.
 func Holds(svc *corev1.Service, ip netip.Addr) bool {
 	return svc != nil && slices.Contains(IngressIPs(svc), ip)

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,7 +158,7 @@ func TestDriver_7_4_DeleteFreesTheAddress(t *testing.T) {
 }
 
 // 7-6: a Service pinning a reserved address directly never gets it while
-// the driver holds it.
+// the driver holds it, and the address says who tries: Conflict, naming it.
 func TestDriver_7_6_ThiefNeverGetsAReservedAddress(t *testing.T) {
 	e := newDriverEnv(t)
 	_, ip := e.webBound(v1alpha1.ReclaimRetain)
@@ -167,7 +168,10 @@ func TestDriver_7_6_ThiefNeverGetsAReservedAddress(t *testing.T) {
 		g.Expect(ingressOf(g, e.ns, "thief")).To(BeEmpty())
 		g.Expect(ingressOf(g, driverNamespace, nameOf(ip))).To(Equal([]string{ip}))
 	})
-	e.g.Expect(e.getAddress(e.g, nameOf(ip)).Status.Phase).To(Equal(v1alpha1.AddressBound))
+	a := e.getAddress(e.g, nameOf(ip))
+	e.g.Expect(a.Status.Phase).To(Equal(v1alpha1.AddressConflict))
+	e.g.Expect(meta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionConflict).Message).To(
+		Equal("Service " + e.ns + "/thief pins " + ip + " without authorization"))
 }
 
 // 7-2, 7-5: a Dual claim gets an address of each family, both pinned to a
@@ -842,8 +846,10 @@ func TestDriver_7_6_ForgedMarkerIsNotTheDrivers(t *testing.T) {
 	forged := map[string]string{
 		metallbiad.AnnotationLoadBalancerIPs: ip, metallbiad.AnnotationPinned: ip, metallbiad.AnnotationAllowSharedIP: "theirs",
 	}
+	holders := e.watchHolders(ip, driverNamespace+"/"+nameOf(ip))
 	e.service("stranger", forged)
-	e.consistently(2*time.Second, func(g Gomega) {
+	stranger := e.ns + "/stranger"
+	untouched := func(g Gomega) {
 		var svc corev1.Service
 		g.Expect(k8s.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "stranger"}, &svc)).To(Succeed())
 		for k, v := range forged {
@@ -852,5 +858,33 @@ func TestDriver_7_6_ForgedMarkerIsNotTheDrivers(t *testing.T) {
 		g.Expect(svc.Finalizers).NotTo(ContainElement(metallbiad.FinalizerHandoff))
 		g.Expect(ingressOf(g, e.ns, "stranger")).To(BeEmpty())
 		g.Expect(ingressOf(g, driverNamespace, nameOf(ip))).To(Equal([]string{ip}))
+	}
+	e.eventually(func(g Gomega) {
+		untouched(g)
+		a := e.getAddress(g, nameOf(ip))
+		g.Expect(a.Status.Phase).To(Equal(v1alpha1.AddressConflict))
+		c := meta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionConflict)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Message).To(ContainSubstring("Service "+stranger+" pins "+ip), "the condition names the Service")
+		g.Expect(e.events(g, "stranger", metallbiad.ReasonAddressReserved)).NotTo(BeEmpty(), "and so does an event on it")
+	}, "a pin of the reserved address without the driver's record is a Conflict")
+	e.consistently(2*time.Second, untouched)
+
+	// MetalLB never assigned it to the stranger, at any instant of the
+	// attempt: not in the Services' status (watched throughout), not in
+	// MetalLB's own events.
+	holders.check(t)
+	var evs corev1.EventList
+	e.g.Expect(k8s.List(e.ctx, &evs, client.InNamespace(e.ns))).To(Succeed())
+	for _, ev := range evs.Items {
+		if ev.InvolvedObject.Name == "stranger" && strings.Contains(ev.Message, "Assigned IP") {
+			e.g.Expect(ev.Message).NotTo(ContainSubstring(ip), "MetalLB assigned the reserved address to the stranger")
+		}
+	}
+
+	// Gone, the Conflict clears.
+	e.delete(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "stranger"}})
+	e.eventually(func(g Gomega) {
+		g.Expect(e.getAddress(g, nameOf(ip)).Status.Phase).To(Equal(v1alpha1.AddressBound))
 	})
 }

@@ -139,7 +139,8 @@ func addressRequest(ip netip.Addr) reconcile.Request {
 
 // forService wakes the addresses a Service concerns: the one it is the
 // placeholder of (or whose placeholder's name it takes), those of the claim
-// it names, those the driver pinned to it, and those MetalLB assigned to it.
+// it names, those the driver pinned to it, those it asks MetalLB for, and
+// those MetalLB assigned to it.
 // The map runs on the old and the new object of an update alike.
 func (r *Reconciler) forService(ctx context.Context, o client.Object) []reconcile.Request {
 	svc := o.(*corev1.Service)
@@ -155,7 +156,8 @@ func (r *Reconciler) forService(ctx context.Context, o client.Object) []reconcil
 	if claim := svc.Annotations[v1alpha1.AnnotationIPAddressClaim]; claim != "" {
 		reqs = append(reqs, index.AddressesOfClaim(ctx, r.Client, svc.Namespace, claim)...)
 	}
-	for _, ip := range append(metallb.ParseIPs(svc.Annotations[metallb.AnnotationPinned]), metallb.IngressIPs(svc)...) {
+	ips := append(metallb.ParseIPs(svc.Annotations[metallb.AnnotationPinned]), metallb.IngressIPs(svc)...)
+	for _, ip := range append(ips, metallb.RequestedIPs(svc)...) {
 		reqs = append(reqs, addressRequest(ip))
 	}
 	return reqs
@@ -236,7 +238,7 @@ func (r *Reconciler) releaseOrphans(ctx context.Context, name string) error {
 		return err
 	}
 	for _, svc := range svcs {
-		if err := r.Client.Update(ctx, orphan(svc, name)); client.IgnoreNotFound(err) != nil {
+		if err := patch(ctx, r.Client, svc, orphan(svc, name)); err != nil {
 			return err
 		}
 		r.Recorder.Event(svc, corev1.EventTypeNormal, metallb.ReasonDisassociated, fmt.Sprintf(
@@ -268,6 +270,9 @@ func (r *Reconciler) gather(ctx context.Context, a *v1alpha1.IPAddress) (s snaps
 		return s, false, err
 	}
 	if s.holders, err = r.services(ctx, client.MatchingFields{metallb.ServiceIngressIP: ip.String()}); err != nil {
+		return s, false, err
+	}
+	if s.requesters, err = r.services(ctx, client.MatchingFields{metallb.ServiceRequestedIP: ip.String()}); err != nil {
 		return s, false, err
 	}
 	if s.pinned, err = r.recorded(ctx, a, ip); err != nil {
@@ -379,6 +384,14 @@ func (r *Reconciler) services(ctx context.Context, opts ...client.ListOption) ([
 	return out, nil
 }
 
+// patch writes to as a patch of its difference from from, which fails
+// when the Service changed since from was read: a write decided on what a
+// pass saw lands on exactly that. A Service gone meanwhile needs nothing.
+func patch(ctx context.Context, c client.Client, from, to *corev1.Service) error {
+	err := c.Patch(ctx, to, client.MergeFromWithOptions(from, client.MergeFromWithOptimisticLock{}))
+	return client.IgnoreNotFound(err)
+}
+
 // execute writes the plan in order: the address's finalizer, the Services
 // (a pass only plans writes whose preconditions it saw), the address
 // status, then the finalizer's removal; events last.
@@ -404,8 +417,8 @@ func (r *Reconciler) execute(ctx context.Context, a *v1alpha1.IPAddress, p plan)
 			return err
 		}
 	}
-	for _, svc := range p.update {
-		if err := r.Client.Update(ctx, svc); client.IgnoreNotFound(err) != nil {
+	for _, e := range p.update {
+		if err := patch(ctx, r.Client, e.from, e.to); err != nil {
 			return err
 		}
 	}

@@ -39,6 +39,9 @@ type snapshot struct {
 	candidates []*corev1.Service
 	// holders are the Services MetalLB assigned the address to.
 	holders []*corev1.Service
+	// requesters are the Services asking MetalLB for the address (a pin
+	// of it), the driver's pins included.
+	requesters []*corev1.Service
 	// pinned are the Services carrying the driver's pin of the address.
 	pinned []*corev1.Service
 	// placeholders are the placeholders of every address this pass may
@@ -54,7 +57,8 @@ type snapshot struct {
 type plan struct {
 	addFinalizer, removeFinalizer bool
 	// create, update and remove are Service writes: placeholders and pins.
-	create, update, remove []*corev1.Service
+	create, remove []*corev1.Service
+	update         []edit
 	// status is the address status to write; nil when unchanged.
 	// recordFirst: the holding record gains a Service, so the status is
 	// written before the Services.
@@ -62,6 +66,14 @@ type plan struct {
 	recordFirst bool
 	events      []record
 }
+
+// edit is a Service write: from, as the pass saw it, becomes to. It is
+// sent as a patch of their difference, so the fields the driver's cache
+// leaves out of both are never written.
+type edit struct{ from, to *corev1.Service }
+
+// edit plans from to become to.
+func (p *plan) edit(from, to *corev1.Service) { p.update = append(p.update, edit{from: from, to: to}) }
 
 type record struct {
 	object                     client.Object
@@ -257,16 +269,16 @@ func attach(s snapshot, w *corev1.Service, p *plan) {
 			}
 		}
 		if !pinnedAs(w, pins, key) && readyToPin(s, w, pins, key) {
-			p.update = append(p.update, pin(w, pins, key))
+			p.edit(w, pin(w, pins, key))
 		}
 		return
 	}
 	if ph != nil && metallb.Holds(ph, s.ip) && !shares(ph, w, key) {
-		p.update = append(p.update, updatedPlaceholder(ph, placeholder(s.address, s.ip, s.pool(), s.namespace, key, w)))
+		p.edit(ph, updatedPlaceholder(ph, placeholder(s.address, s.ip, s.pool(), s.namespace, key, w)))
 		return
 	}
 	if !pinnedAs(w, pins, key) && readyToPin(s, w, pins, key) {
-		p.update = append(p.update, pin(w, pins, key))
+		p.edit(w, pin(w, pins, key))
 	}
 }
 
@@ -305,7 +317,7 @@ func hold(s snapshot, p *plan) {
 		case ph == nil:
 			p.create = append(p.create, want)
 		case !samePlaceholder(ph, want) && soleHolder(s, ph):
-			p.update = append(p.update, updatedPlaceholder(ph, want))
+			p.edit(ph, updatedPlaceholder(ph, want))
 		}
 		return
 	}
@@ -327,7 +339,7 @@ func hold(s snapshot, p *plan) {
 			// placeholder's key, and lets go again once the placeholder
 			// holds it too.
 			if metallb.SharingKey(o) != metallb.SharingKey(ph) {
-				p.update = append(p.update, reshared(o, metallb.SharingKey(ph)))
+				p.edit(o, reshared(o, metallb.SharingKey(ph)))
 			}
 			return
 		}
@@ -336,13 +348,23 @@ func hold(s snapshot, p *plan) {
 		}
 		return
 	}
-	old := active[0]
-	want := placeholder(s.address, s.ip, s.pool(), s.namespace, metallb.SharingKey(old), old)
+	old, key := active[0], placeholderKey(s, ph)
+	if key == "" {
+		key = metallb.SharingKey(old)
+	}
+	if metallb.SharingKey(old) != key {
+		// The placeholder never takes up another key: a Service the driver
+		// pinned under the claim's key and whose key was changed since
+		// gets the claim's back, and shares the address under it.
+		p.edit(old, reshared(old, key))
+		return
+	}
+	want := placeholder(s.address, s.ip, s.pool(), s.namespace, key, old)
 	switch {
 	case ph == nil:
 		p.create = append(p.create, want)
-	case !shares(ph, old, metallb.SharingKey(old)):
-		p.update = append(p.update, updatedPlaceholder(ph, want))
+	case !shares(ph, old, key):
+		p.edit(ph, updatedPlaceholder(ph, want))
 	default:
 		for _, old := range s.pinned {
 			if metallb.DriverPinned(old) == nil || safeToUnpin(s, old) {
@@ -370,7 +392,7 @@ func refusedFor(s snapshot, ph *corev1.Service) *corev1.Service {
 // letGo plans the next step of taking the driver's pin off old, if any.
 func (p *plan) letGo(old *corev1.Service) {
 	if svc := letGo(old); svc != nil {
-		p.update = append(p.update, svc)
+		p.edit(old, svc)
 	}
 }
 
@@ -433,13 +455,12 @@ func status(s snapshot, w *corev1.Service, p *plan) {
 		}
 		st.Phase = v1alpha1.AddressLost
 	case len(offenders) > 0:
-		msg := fmt.Sprintf("Service %s holds %s without authorization", strings.Join(offenders, ", "), s.ip)
+		msg := offenceMessage(offenders, s.ip)
 		binding.SetCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionConflict, Status: metav1.ConditionTrue, Reason: metallb.ReasonUnauthorizedHolder, Message: msg}, s.now)
 		p.events = append(p.events, warningOnce(a, metallb.ReasonUnauthorizedHolder, "%s", msg))
-		for _, h := range s.holders {
-			if slices.Contains(offenders, h.Namespace+"/"+h.Name) {
-				p.events = append(p.events, warningOnce(h, metallb.ReasonAddressReserved, "%s is reserved by IPAddress %s; this Service is not authorized to hold it", s.ip, a.Name))
-			}
+		for _, o := range offenders {
+			p.events = append(p.events, warningOnce(o.svc, metallb.ReasonAddressReserved,
+				"%s is reserved by IPAddress %s; this Service is not authorized to %s it", s.ip, a.Name, o.verb))
 		}
 		st.Phase = v1alpha1.AddressConflict
 	default:
@@ -506,7 +527,8 @@ func holdingAfter(s snapshot, w *corev1.Service, p *plan) *v1alpha1.Holding {
 	for _, svc := range s.pinned {
 		after[svc.UID] = svc
 	}
-	for _, svc := range p.update {
+	for _, e := range p.update {
+		svc := e.to
 		if svc.Namespace == s.namespace && svc.Labels[metallb.LabelAddress] != "" {
 			continue // a placeholder is no workload
 		}
@@ -589,20 +611,52 @@ func restore(s snapshot, st *v1alpha1.IPAddressStatus, p *plan) {
 	}
 }
 
-// unauthorized names the Services holding the address that neither its
-// placeholder, its workload, nor a Service the driver pinned are.
-func unauthorized(s snapshot, w *corev1.Service) []string {
-	var names []string
-	for _, h := range s.holders {
-		authorized := (w != nil && h.UID == w.UID) ||
-			(h.Namespace == s.namespace && h.Labels[metallb.LabelAddress] == s.address.Name) ||
-			slices.ContainsFunc(s.pinned, func(o *corev1.Service) bool { return o.UID == h.UID })
-		if !authorized {
-			names = append(names, h.Namespace+"/"+h.Name)
+// offender is a Service that holds or pins the address without the
+// driver's record of it.
+type offender struct {
+	svc  *corev1.Service
+	verb string // "hold" or "pin"
+}
+
+// unauthorized are the Services holding the address, or pinning it, that
+// are neither its placeholder, its workload, nor a Service the driver's
+// record names — whatever markers they carry. Each is named once, as a
+// holder when it is both.
+func unauthorized(s snapshot, w *corev1.Service) []offender {
+	authorized := func(svc *corev1.Service) bool {
+		return (w != nil && svc.UID == w.UID) ||
+			(svc.Namespace == s.namespace && svc.Labels[metallb.LabelAddress] == s.address.Name) ||
+			slices.ContainsFunc(s.pinned, func(o *corev1.Service) bool { return o.UID == svc.UID })
+	}
+	var out []offender
+	seen := map[types.UID]bool{}
+	for verb, svcs := range map[string][]*corev1.Service{"hold": s.holders, "pin": s.requesters} {
+		for _, svc := range svcs {
+			if !authorized(svc) && !seen[svc.UID] && (verb == "hold" || !metallb.Holds(svc, s.ip)) {
+				seen[svc.UID] = true
+				out = append(out, offender{svc: svc, verb: verb})
+			}
 		}
 	}
-	slices.Sort(names)
-	return names
+	slices.SortFunc(out, func(a, b offender) int {
+		return strings.Compare(a.svc.Namespace+"/"+a.svc.Name, b.svc.Namespace+"/"+b.svc.Name)
+	})
+	return out
+}
+
+// offenceMessage names each offender and what it does, e.g. "Service
+// default/web holds 192.0.2.1 without authorization; Service default/db
+// pins it without authorization".
+func offenceMessage(offenders []offender, ip netip.Addr) string {
+	parts := make([]string, len(offenders))
+	for i, o := range offenders {
+		what := "it"
+		if i == 0 {
+			what = ip.String()
+		}
+		parts[i] = fmt.Sprintf("Service %s/%s %ss %s without authorization", o.svc.Namespace, o.svc.Name, o.verb, what)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // associatedTo is the workload the address is announced for: w once

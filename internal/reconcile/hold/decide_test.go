@@ -131,6 +131,9 @@ type world struct {
 	// covering names the pool in MetalLB's books containing the address
 	// when it is not the class's.
 	covering string
+	// strangers are Services the holding record does not name, whatever
+	// markers they carry.
+	strangers []*corev1.Service
 }
 
 // snapshotOf builds the snapshot the reconciler would gather.
@@ -164,10 +167,21 @@ func snapshotOf(w world) snapshot {
 		if w.claim && x.Annotations[v1alpha1.AnnotationIPAddressClaim] == "web" && x.Namespace == ns {
 			s.candidates = append(s.candidates, x)
 		}
+		if slices.Contains(metallb.RequestedIPs(x), ip) {
+			s.requesters = append(s.requesters, x)
+		}
 		for _, p := range metallb.ParseIPs(x.Annotations[metallb.AnnotationPinned]) {
 			if p == ip {
 				s.pinned = append(s.pinned, x)
 			}
+		}
+	}
+	for _, x := range w.strangers {
+		if metallb.Holds(x, ip) {
+			s.holders = append(s.holders, x)
+		}
+		if slices.Contains(metallb.RequestedIPs(x), ip) {
+			s.requesters = append(s.requesters, x)
 		}
 	}
 	return s
@@ -206,7 +220,7 @@ func summarize(a *v1alpha1.IPAddress, p plan) outcome {
 		o.create = append(o.create, describe(x))
 	}
 	for _, x := range p.update {
-		o.update = append(o.update, describe(x))
+		o.update = append(o.update, describe(x.to))
 	}
 	for _, x := range p.remove {
 		o.remove = append(o.remove, x.Namespace+"/"+x.Name)
@@ -451,6 +465,22 @@ func TestDecide(t *testing.T) {
 				services: []*corev1.Service{svc(ns, "x", holding(v4))}, placeholders: []*corev1.Service{ph(v4, "", holding(v4))}},
 			want: outcome{phase: v1alpha1.AddressConflict, conditions: []string{"Conflict=True UnauthorizedHolder"},
 				events: []string{"Warning UnauthorizedHolder /" + a4, "Warning AddressReserved tenant/x"}}},
+		{name: "7-6 a Service elsewhere pinning the address with a copy of the driver's marker and its own key is a Conflict, named, and never edited",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, placeholders: []*corev1.Service{ph(v4, key, holding(v4))},
+				strangers: []*corev1.Service{svc("other", "forged", annotated(metallb.AnnotationLoadBalancerIPs, v4, metallb.AnnotationPinned, v4, metallb.AnnotationAllowSharedIP, "theirs"))}},
+			want: outcome{phase: v1alpha1.AddressConflict, conditions: []string{"Conflict=True UnauthorizedHolder"},
+				events: []string{"Warning UnauthorizedHolder /" + a4, "Warning AddressReserved other/forged"}}},
+		{name: "7-6 ...and the placeholder keeps the claim's key while a stranger holds the address too",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, placeholders: []*corev1.Service{ph(v4, key, holding(v4))},
+				strangers: []*corev1.Service{svc("other", "forged", holding(v4), annotated(metallb.AnnotationLoadBalancerIPs, v4, metallb.AnnotationPinned, v4, metallb.AnnotationAllowSharedIP, key))}},
+			want: outcome{phase: v1alpha1.AddressConflict, conditions: []string{"Conflict=True UnauthorizedHolder"},
+				events: []string{"Warning UnauthorizedHolder /" + a4, "Warning AddressReserved other/forged"}}},
+		{name: "7-6 a Service the driver pinned whose sharing key was changed gets the claim's key back; the placeholder never takes up another",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
+				services: []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4), annotated(metallb.AnnotationAllowSharedIP, "theirs"))},
+				placeholders: []*corev1.Service{ph(v4, key)}},
+			want: outcome{update: []string{"tenant/a loadBalancerIPs=" + v4 + " pinned=" + v4 + " shared-ip=" + key + " finalizer"},
+				phase: v1alpha1.AddressBound, associatedTo: "tenant/a"}},
 		{name: "7-6 the Conflict clears back to the phase the core last recorded",
 			w: world{address: addr(v4, v1alpha1.AddressBound, phase(v1alpha1.AddressConflict, conflict)), claim: true,
 				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
