@@ -67,7 +67,7 @@ func (h handlers) defaultClaim(ctx context.Context, req admission.Request) admis
 	if err := h.reader.List(ctx, &classes); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	warnings := DefaultClaim(&claim, classes.Items)
+	warnings := append(DropForeignStamp(&claim, req.UserInfo, h.principals), DefaultClaim(&claim, classes.Items)...)
 	raw, err := json.Marshal(&claim)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -83,7 +83,8 @@ func (h handlers) validateClaim(_ context.Context, req admission.Request) admiss
 	if req.SubResource == "status" {
 		return respond(req, ValidateClaimStatusUpdate(&old, &claim, req.UserInfo, h.principals, field.NewPath("status")))
 	}
-	return respond(req, ValidateClaimUpdate(&old, &claim, field.NewPath("spec")))
+	errs := ValidateClaimUpdate(&old, &claim, field.NewPath("spec"))
+	return respond(req, append(errs, ValidateClaimStampUpdate(&old, &claim, req.UserInfo, h.principals, nil)...))
 }
 
 func (h handlers) validateAddress(_ context.Context, req admission.Request) admission.Response {

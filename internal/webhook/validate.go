@@ -1,6 +1,8 @@
 package webhook
 
 import (
+	"fmt"
+
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -18,6 +20,11 @@ const (
 	msgClaimBound  = "cannot change once the claim is bound; delete and recreate the claim to move it"
 	msgClaimStatus = "only the address-controller core writes an IPAddressClaim's status; " +
 		"it is recomputed from the addresses bound to the claim"
+	msgStamp = "only the address-controller core writes the provisioner stamp: " +
+		"it names the provisioner of the class the core resolved the claim to"
+	// msgStampDropped takes the stamp's value.
+	msgStampDropped = "metadata.annotations[" + v1alpha1.AnnotationProvisioner + "]: %q removed; " +
+		"only the address-controller core stamps a claim, once it has resolved its class"
 )
 
 // ValidateClaimUpdate keeps a claim that holds addresses on them: once bound
@@ -67,4 +74,32 @@ func ValidateClaimStatusUpdate(oldClaim, newClaim *v1alpha1.IPAddressClaim, u au
 		return nil
 	}
 	return field.ErrorList{field.Forbidden(fldPath, msgClaimStatus)}
+}
+
+// ValidateClaimStampUpdate keeps the provisioner stamp to the core (§3): a
+// driver serves the claims stamped with its name, so a stamp written by
+// anyone else would hand the claim to a driver the class does not name.
+// Setting, changing and removing it are all the core's. fldPath is the
+// object's path.
+func ValidateClaimStampUpdate(oldClaim, newClaim *v1alpha1.IPAddressClaim, u authenticationv1.UserInfo, p Principals, fldPath *field.Path) field.ErrorList {
+	o, hadStamp := oldClaim.Annotations[v1alpha1.AnnotationProvisioner]
+	n, hasStamp := newClaim.Annotations[v1alpha1.AnnotationProvisioner]
+	if (o == n && hadStamp == hasStamp) || p.IsCore(u) {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(fldPath.Child("metadata", "annotations").Key(v1alpha1.AnnotationProvisioner), msgStamp)}
+}
+
+// DropForeignStamp removes the provisioner stamp from a claim that anyone
+// but the core creates, and says so in a warning. Removed rather than
+// refused: a claim restored from a backup or copied from another cluster
+// carries its old stamp, and the core stamps it again once it resolves the
+// claim's class.
+func DropForeignStamp(claim *v1alpha1.IPAddressClaim, u authenticationv1.UserInfo, p Principals) (warnings []string) {
+	v, ok := claim.Annotations[v1alpha1.AnnotationProvisioner]
+	if !ok || p.IsCore(u) {
+		return nil
+	}
+	delete(claim.Annotations, v1alpha1.AnnotationProvisioner)
+	return []string{fmt.Sprintf(msgStampDropped, v)}
 }

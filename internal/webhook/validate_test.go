@@ -126,3 +126,59 @@ func TestValidateClaimStatusUpdate(t *testing.T) {
 		})
 	}
 }
+
+func stamped(provisioner string) func(*v1alpha1.IPAddressClaim) {
+	return func(c *v1alpha1.IPAddressClaim) {
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[v1alpha1.AnnotationProvisioner] = provisioner
+	}
+}
+
+func TestValidateClaimStampUpdate(t *testing.T) {
+	denied := field.ErrorList{field.Forbidden(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationProvisioner), msgStamp)}
+	other := func(c *v1alpha1.IPAddressClaim) { c.Annotations["note"] = "x" }
+	for _, tc := range []struct {
+		name     string
+		u        authenticationv1.UserInfo
+		old, new *v1alpha1.IPAddressClaim
+		want     field.ErrorList
+	}{
+		{"the core stamps a claim", core, newClaim(), newClaim(stamped("metallb.example.com")), nil},
+		{"the core re-stamps a re-targeted claim", core, newClaim(stamped("a.example.com")), newClaim(stamped("b.example.com")), nil},
+		{"a tenant cannot stamp a claim", tenant, newClaim(), newClaim(stamped("metallb.example.com")), denied},
+		{"a tenant cannot change the stamp", tenant, newClaim(stamped("a.example.com")), newClaim(stamped("b.example.com")), denied},
+		{"a tenant cannot remove the stamp", tenant, newClaim(stamped("a.example.com")), newClaim(), denied},
+		{"nor can a driver", driver, newClaim(), newClaim(stamped("metallb.example.com")), denied},
+		{"nor an admin", admin, newClaim(stamped("a.example.com")), newClaim(stamped("")), denied},
+		{"a tenant's edit that keeps the stamp passes", tenant, newClaim(stamped("a.example.com")), newClaim(stamped("a.example.com"), other), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkErrors(t, ValidateClaimStampUpdate(tc.old, tc.new, tc.u, principals, nil), tc.want)
+		})
+	}
+}
+
+func TestDropForeignStamp(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		u         authenticationv1.UserInfo
+		claim     *v1alpha1.IPAddressClaim
+		wantStamp bool
+		warned    bool
+	}{
+		{"a tenant's stamp is removed, with a warning", tenant, newClaim(stamped("metallb.example.com")), false, true},
+		{"so is an admin's (a restored backup)", admin, newClaim(stamped("metallb.example.com")), false, true},
+		{"the core's stays", core, newClaim(stamped("metallb.example.com")), true, false},
+		{"no stamp, nothing to say", tenant, newClaim(), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := DropForeignStamp(tc.claim, tc.u, principals)
+			_, has := tc.claim.Annotations[v1alpha1.AnnotationProvisioner]
+			if has != tc.wantStamp || (len(w) > 0) != tc.warned {
+				t.Fatalf("stamp kept %v (want %v), warnings %q", has, tc.wantStamp, w)
+			}
+		})
+	}
+}

@@ -888,3 +888,34 @@ func TestDriver_7_6_ForgedMarkerIsNotTheDrivers(t *testing.T) {
 		g.Expect(e.getAddress(g, nameOf(ip)).Status.Phase).To(Equal(v1alpha1.AddressBound))
 	})
 }
+
+// 7-1: the stamp alone hands nothing to the driver. A claim stamped by
+// its writer (no webhook here to remove the stamp) is served only when the
+// class the core resolved it to is one of the driver's, live: not a class
+// being deleted, not another provisioner's class.
+func TestDriver_7_1_ForgedStampIsNotServed(t *testing.T) {
+	e := newDriverEnv(t)
+	class, _ := e.webBound(v1alpha1.ReclaimRetain)
+	static := e.createClass(e.class("static")).Name
+	stamp := func(c *v1alpha1.IPAddressClaim) {
+		c.Annotations = map[string]string{v1alpha1.AnnotationProvisioner: metallbiad.Provisioner}
+	}
+	// The class keeps its finalizer while "web" holds an address of it.
+	e.delete(&v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: class}})
+	e.eventually(func(g Gomega) { g.Expect(e.getClass(g, class).DeletionTimestamp).NotTo(BeNil()) })
+	e.createClaim("late", class, stamp)
+	e.createClaim("other", static, stamp)
+	e.consistently(3*time.Second, func(g Gomega) {
+		var addrs v1alpha1.IPAddressList
+		g.Expect(k8s.List(e.ctx, &addrs)).To(Succeed())
+		for _, a := range addrs.Items {
+			if ref := a.Spec.ClaimRef; ref != nil && ref.Namespace == e.ns {
+				g.Expect(ref.Name).To(Equal("web"), "an address was provisioned for a forged stamp: %s", a.Name)
+			}
+		}
+	})
+	e.eventually(func(g Gomega) {
+		g.Expect(e.getClaim(g, "other").Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationProvisioner, "driver.example.com/"+static),
+			"the core re-stamps the claim with its class's provisioner")
+	})
+}

@@ -199,6 +199,37 @@ func TestWebhooks(t *testing.T) {
 		g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimBound))
 	}).Should(Succeed(), "the core, as itself, binds through its own webhooks")
 
+	t.Run("a tenant's provisioner stamp on a new claim is removed with a warning, and the core stamps the claim", func(t *testing.T) {
+		g := NewWithT(t)
+		warned := &controlplane.Warnings{}
+		cfg := rest.CopyConfig(w.cp.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: tenantUser, Groups: []string{"system:masters", "system:authenticated"}}
+		cfg.WarningHandler = warned
+		tenant, err := client.New(cfg, client.Options{Scheme: scheme})
+		g.Expect(err).NotTo(HaveOccurred())
+		c := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "forged-stamp",
+			Annotations: map[string]string{v1alpha1.AnnotationProvisioner: "metallb.drivers.local.sdn.cozystack.io"}}}
+		g.Expect(tenant.Create(ctx, c)).To(Succeed())
+		g.Expect(c.Annotations).NotTo(HaveKey(v1alpha1.AnnotationProvisioner))
+		g.Expect(strings.Join(warned.Take(), "\n")).To(ContainSubstring("metadata.annotations[local.sdn.cozystack.io/provisioner]"))
+		g.Eventually(func(g Gomega) {
+			g.Expect(w.admin.Get(ctx, client.ObjectKeyFromObject(c), c)).To(Succeed())
+			g.Expect(c.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationProvisioner, "static.example.com"))
+		}).Should(Succeed(), "the core stamps the provisioner of the class it resolved")
+	})
+
+	t.Run("only the core sets, changes or removes the provisioner stamp", func(t *testing.T) {
+		g := NewWithT(t)
+		for _, as := range []client.Client{w.tenant, w.driver, w.admin} {
+			var c v1alpha1.IPAddressClaim
+			g.Expect(as.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: "web"}, &c)).To(Succeed())
+			c.Annotations[v1alpha1.AnnotationProvisioner] = "metallb.drivers.local.sdn.cozystack.io"
+			refused(g, as.Update(ctx, &c), "metadata.annotations[local.sdn.cozystack.io/provisioner]")
+			delete(c.Annotations, v1alpha1.AnnotationProvisioner)
+			refused(g, as.Update(ctx, &c), "metadata.annotations[local.sdn.cozystack.io/provisioner]")
+		}
+	})
+
 	t.Run("a Bound claim cannot be re-targeted", func(t *testing.T) {
 		g := NewWithT(t)
 		var c v1alpha1.IPAddressClaim

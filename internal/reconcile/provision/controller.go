@@ -173,7 +173,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	s := snapshot{claim: &claim, class: class, policy: v1alpha1.ReclaimRetain}
+	s := snapshot{claim: &claim, class: class, object: obj, policy: v1alpha1.ReclaimRetain}
 	if obj != nil && obj.Spec.ReclaimPolicy != "" {
 		s.policy = obj.Spec.ReclaimPolicy
 	}

@@ -15,9 +15,11 @@ import (
 // snapshot is what one pass decides on.
 type snapshot struct {
 	claim *v1alpha1.IPAddressClaim
-	// class is the claim's class as the driver judges it, and policy the
-	// reclaim policy the class gives its addresses.
+	// class is the claim's class as the driver judges it, object the class
+	// itself (nil when gone), and policy the reclaim policy the class
+	// gives its addresses.
 	class  metallb.Class
+	object *v1alpha1.IPAddressClass
 	policy v1alpha1.ReclaimPolicy
 	// has are the families the claim already has an address of: bound,
 	// pre-bound, or created by this driver and not yet in the cache.
@@ -35,28 +37,38 @@ type plan struct {
 	failure string
 }
 
-// className is the class a stamped claim resolved to; empty until the core
-// has recorded a resolution.
+// className is the class the core resolved the claim to (status.className);
+// empty until it has, and while a spec.className the claim was re-targeted
+// to still awaits the core's resolution.
 func className(c *v1alpha1.IPAddressClaim) string {
-	if c.Spec.ClassName != "" {
-		return c.Spec.ClassName
+	if c.Spec.ClassName != "" && c.Spec.ClassName != c.Status.ClassName {
+		return ""
 	}
 	return c.Status.ClassName
 }
 
 // serves reports whether the claim is the driver's to provision for: stamped
-// with its provisioner (§7.1), live, asking for no specific address, and
-// not reporting an address of every family it asks for already.
+// with its provisioner (§7.1), resolved by the core, live, asking for no
+// specific address, and not reporting an address of every family it asks
+// for already.
 func serves(c *v1alpha1.IPAddressClaim) bool {
 	return c.Annotations[v1alpha1.AnnotationProvisioner] == metallb.Provisioner &&
 		c.DeletionTimestamp == nil && c.Spec.AddressName == "" && className(c) != "" &&
 		len(binding.UnreportedFamilies(c)) > 0
 }
 
+// live reports whether class is one the driver provisions for: of its
+// provisioner and not being deleted. The stamp alone is not enough — anyone
+// who may write the claim could write it — so the class the core resolved
+// must be the driver's too.
+func live(class *v1alpha1.IPAddressClass) bool {
+	return class != nil && class.Spec.Provisioner == metallb.Provisioner && class.DeletionTimestamp == nil
+}
+
 // decide allocates one address per family the claim misses (§7.2).
 func decide(s snapshot) plan {
 	var p plan
-	if !serves(s.claim) {
+	if !serves(s.claim) || !live(s.object) {
 		return p
 	}
 	used := s.used

@@ -16,7 +16,8 @@ func claim(f v1alpha1.IPFamily, mods ...func(*v1alpha1.IPAddressClaim)) *v1alpha
 	c := &v1alpha1.IPAddressClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web", UID: "c1",
 			Annotations: map[string]string{v1alpha1.AnnotationProvisioner: metallb.Provisioner}},
-		Spec: v1alpha1.IPAddressClaimSpec{ClassName: "public", Family: f},
+		Spec:   v1alpha1.IPAddressClaimSpec{ClassName: "public", Family: f},
+		Status: v1alpha1.IPAddressClaimStatus{ClassName: "public"},
 	}
 	for _, m := range mods {
 		m(c)
@@ -32,6 +33,18 @@ func class(ranges ...string) metallb.Class {
 	set, _ := b.IPSet()
 	return metallb.Class{Name: "public", PoolName: "public", PoolFound: true, Ranges: set}
 }
+
+// classObject is the class "public" of the driver's provisioner.
+func classObject(mods ...func(*v1alpha1.IPAddressClass)) *v1alpha1.IPAddressClass {
+	c := &v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: "public"}, Spec: v1alpha1.IPAddressClassSpec{Provisioner: metallb.Provisioner}}
+	for _, m := range mods {
+		m(c)
+	}
+	return c
+}
+
+// gone stands for a class that does not exist.
+var gone = &v1alpha1.IPAddressClass{}
 
 func ips(ss ...string) []netip.Addr {
 	var out []netip.Addr
@@ -49,6 +62,7 @@ func TestDecide(t *testing.T) {
 		name      string
 		claim     *v1alpha1.IPAddressClaim
 		class     metallb.Class
+		object    *v1alpha1.IPAddressClass // the class itself; the driver's, live, when nil here
 		has       map[v1alpha1.IPFamily]bool
 		available map[v1alpha1.IPFamily]bool
 		used      []netip.Addr
@@ -59,7 +73,17 @@ func TestDecide(t *testing.T) {
 		{name: "7-1 a claim stamped with another provisioner is not served",
 			claim: claim(v1alpha1.IPv4, func(c *v1alpha1.IPAddressClaim) { c.Annotations[v1alpha1.AnnotationProvisioner] = "other" }), class: public},
 		{name: "7-1 a claim with no class recorded yet waits",
-			claim: claim(v1alpha1.IPv4, func(c *v1alpha1.IPAddressClaim) { c.Spec.ClassName = "" }), class: public},
+			claim: claim(v1alpha1.IPv4, func(c *v1alpha1.IPAddressClaim) { c.Spec.ClassName, c.Status.ClassName = "", "" }), class: public},
+		{name: "7-1 a claim the core has yet to resolve waits, whatever its spec names",
+			claim: claim(v1alpha1.IPv4, func(c *v1alpha1.IPAddressClaim) { c.Status.ClassName = "" }), class: public},
+		{name: "7-1 a claim re-targeted at another class waits for the core's new resolution",
+			claim: claim(v1alpha1.IPv4, func(c *v1alpha1.IPAddressClaim) { c.Spec.ClassName = "other" }), class: public},
+		{name: "7-1 a stamp on a claim of another provisioner's class is not the driver's to serve",
+			claim: claim(v1alpha1.IPv4), class: public, object: classObject(func(c *v1alpha1.IPAddressClass) { c.Spec.Provisioner = "static.example.com" })},
+		{name: "7-1 a claim of a class being deleted is not served",
+			claim: claim(v1alpha1.IPv4), class: public, object: classObject(func(c *v1alpha1.IPAddressClass) { c.DeletionTimestamp = &metav1.Time{} })},
+		{name: "7-1 a claim of a class that is gone is not served",
+			claim: claim(v1alpha1.IPv4), class: public, object: gone},
 		{name: "7-1 a claim naming a specific address is the core's to match",
 			claim: claim(v1alpha1.IPv4, func(c *v1alpha1.IPAddressClaim) { c.Spec.AddressName = "ip-203-0-113-3" }), class: public},
 		{name: "7-1 a claim reporting an address of every family is not served",
@@ -88,7 +112,14 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := snapshot{claim: tc.claim, class: tc.class, policy: v1alpha1.ReclaimRetain, has: tc.has, available: tc.available, used: tc.used}
+			obj := tc.object
+			switch {
+			case obj == gone:
+				obj = nil
+			case obj == nil:
+				obj = classObject()
+			}
+			s := snapshot{claim: tc.claim, class: tc.class, object: obj, policy: v1alpha1.ReclaimRetain, has: tc.has, available: tc.available, used: tc.used}
 			p := decide(s)
 			var got []string
 			for _, a := range p.create {
