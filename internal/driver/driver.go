@@ -100,5 +100,8 @@ func Explain(err error) error {
 // The secure metrics endpoint authenticates and authorizes scrapes.
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
-// Leader election.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// Leader election, in the controller's own namespace only (a Role there;
+// the namespace named here is a placeholder the charts and tests replace).
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=metallb-iad-system,resources=leases,verbs=get;create;update
+// The leader announces itself with an Event on its Lease (core/v1 Events).
+// +kubebuilder:rbac:groups="",namespace=metallb-iad-system,resources=events,verbs=create

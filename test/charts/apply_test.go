@@ -83,6 +83,21 @@ func TestRendersApply(t *testing.T) {
 					t.Errorf("applying %s %s/%s: warnings %q", o.GetKind(), o.GetNamespace(), o.GetName(), w)
 				}
 			}
+			// The roles just applied keep the controller to its own (the
+			// boundaries of its ServiceAccount in this render's namespace).
+			if !slices.Contains(r.args, "vapOnly=true") {
+				side, boundaries := "core", controlplane.Boundaries(r.ns, coreChart, driverNS, driverChart)
+				if r.chart == driverChart {
+					side, boundaries = "driver", controlplane.Boundaries(coreNS, coreChart, r.ns, driverChart)
+				}
+				var mine []controlplane.Access
+				for _, a := range boundaries {
+					if a.Side == side {
+						mine = append(mine, a)
+					}
+				}
+				controlplane.CheckAccess(ctx, t, c, mine)
+			}
 			// Read back what the API server kept: one object of each kind.
 			seen := map[string]bool{}
 			for _, o := range objs {

@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"encoding/json"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -8,8 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"github.com/cozystack/address-controller/test/controlplane"
 )
 
 func TestLint(t *testing.T) {
@@ -97,16 +101,40 @@ func rules(t *testing.T, o *unstructured.Unstructured) []any {
 	return r
 }
 
-// The charts' ClusterRoles grant exactly what controller-gen generates from
-// each binary's RBAC markers.
-func TestClusterRolesMatchGenerated(t *testing.T) {
-	core := find(t, render(t, coreChart, coreNS), "ClusterRole", coreChart)
-	if want := readObject(t, "config/rbac/role.yaml"); !reflect.DeepEqual(rules(t, core), rules(t, want)) {
-		t.Errorf("charts/address-controller's ClusterRole rules differ from config/rbac/role.yaml:\n%v\n%v", rules(t, core), rules(t, want))
-	}
-	driver := find(t, render(t, driverChart, driverNS), "ClusterRole", driverChart)
-	if want := readObject(t, "config/rbac/metallb-iad/role.yaml"); !reflect.DeepEqual(rules(t, driver), rules(t, want)) {
-		t.Errorf("charts/metallb-iad's ClusterRole rules differ from config/rbac/metallb-iad/role.yaml:\n%v\n%v", rules(t, driver), rules(t, want))
+// The charts' ClusterRoles and Roles grant exactly what controller-gen
+// generates from each binary's RBAC markers: the ClusterRole cluster-wide,
+// the Role (leader election, the leader's Event, the driver's placeholders)
+// in the release namespace.
+func TestRolesMatchGenerated(t *testing.T) {
+	for _, tc := range []struct{ chart, ns, generated string }{
+		{coreChart, coreNS, "config/rbac/role.yaml"},
+		{driverChart, driverNS, "config/rbac/metallb-iad/role.yaml"},
+	} {
+		objs := render(t, tc.chart, tc.ns)
+		clusterRoles, roles, err := controlplane.ReadRoles(filepath.Join(repoRoot(t), tc.generated))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(clusterRoles) != 1 || len(roles) != 1 {
+			t.Fatalf("%s: want one ClusterRole and one Role, got %d and %d", tc.generated, len(clusterRoles), len(roles))
+		}
+		for kind, want := range map[string][]rbacv1.PolicyRule{"ClusterRole": clusterRoles[0].Rules, "Role": roles[0].Rules} {
+			o := find(t, objs, kind, tc.chart)
+			raw, err := json.Marshal(rules(t, o))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []rbacv1.PolicyRule
+			if err := json.Unmarshal(raw, &got); err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("charts/%s's %s rules differ from %s's:\n%v\n%v", tc.chart, kind, tc.generated, got, want)
+			}
+			if kind == "Role" && o.GetNamespace() != tc.ns {
+				t.Errorf("charts/%s's Role is in %q, want the release namespace %q", tc.chart, o.GetNamespace(), tc.ns)
+			}
+		}
 	}
 }
 

@@ -47,13 +47,13 @@ func TestDriverBinary(t *testing.T) {
 		t.Helper()
 		// Each binary runs as a ServiceAccount of its namespace bound to its
 		// generated ClusterRole alone.
-		namespace := map[string]string{"manager": "address-controller-system", "metallb-iad": "metallb-iad-system"}[name]
+		namespace := map[string]string{"manager": coreNamespace, "metallb-iad": driverNamespace}[name]
 		kc, err := cp.ServiceAccount(ctx, namespace, name, filepath.Join(root, "config", "rbac", role), 3600)
 		g.Expect(err).NotTo(HaveOccurred())
 		kubeconfig := filepath.Join(dir, name+".kubeconfig")
 		g.Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
 		var out bytes.Buffer
-		p, err := proc.Start(name, build(t, dir, name), append([]string{"--kubeconfig=" + kubeconfig, "--leader-election-namespace=" + leaseNamespace}, args...), &out)
+		p, err := proc.Start(name, build(t, dir, name), append([]string{"--kubeconfig=" + kubeconfig, "--leader-election-namespace=" + namespace}, args...), &out)
 		g.Expect(err).NotTo(HaveOccurred())
 		t.Cleanup(func() {
 			_ = p.Stop(10 * time.Second)
@@ -76,7 +76,7 @@ func TestDriverBinary(t *testing.T) {
 	By("the driver elects itself leader and answers its probes")
 	g.Eventually(func(g Gomega) {
 		var lease coordinationv1.Lease
-		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: leaseNamespace, Name: "metallb-iad.local.sdn.cozystack.io"}, &lease)).To(Succeed())
+		g.Expect(k8s.Get(ctx, types.NamespacedName{Namespace: driverNamespace, Name: "metallb-iad.local.sdn.cozystack.io"}, &lease)).To(Succeed())
 		g.Expect(lease.Spec.HolderIdentity).NotTo(BeNil())
 	}).Should(Succeed())
 	g.Eventually(func() int { return get(t, "http://"+probeAddr+"/readyz", "") }).Should(Equal(http.StatusOK))

@@ -15,11 +15,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	. "github.com/onsi/gomega"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/webhook"
@@ -164,3 +166,8 @@ func memory(t *testing.T, pid int, key string) int64 {
 	return 0
 }
 
+func init() {
+	// The tests run the binaries; nothing in-process logs through
+	// controller-runtime, which would otherwise warn that no logger is set.
+	ctrllog.SetLogger(logr.Discard())
+}

@@ -48,6 +48,9 @@ func decide(s snapshot) plan {
 		return plan{}
 	}
 	if s.claim != nil && controlledBy(s.claim, svc) {
+		if s.claim.DeletionTimestamp != nil {
+			return plan{} // withdrawn already: its deletion is under way
+		}
 		if why := excluded(svc); why != "" && why != hasAddress {
 			return plan{remove: s.claim, events: []record{{eventType: corev1.EventTypeNormal, reason: v1alpha1.ReasonAutoClaimWithdrawn,
 				message: fmt.Sprintf("deleted IPAddressClaim %s, created for this Service, which no longer qualifies for auto-claim: %s", s.claim.Name, why)}}}

@@ -99,6 +99,8 @@ func TestDecide(t *testing.T) {
 			newClaim(newService(), "public"), outcome{remove: "web", events: []string{"Normal AutoClaimWithdrawn"}}},
 		{"10-5 its own claim exists and the Service pins an address itself since: the claim is deleted", newService(annotated("metallb.io/loadBalancerIPs", "192.0.2.9")), public,
 			newClaim(newService(), "public"), outcome{remove: "web", events: []string{"Normal AutoClaimWithdrawn"}}},
+		{"10-5 its own claim, withdrawn already and still being deleted: nothing more, no second event", newService(annotated("metallb.io/loadBalancerIPs", "192.0.2.9")), public,
+			withdrawing(newClaim(newService(), "public")), outcome{}},
 		{"10-5 its own claim exists and the Service names another claim: nothing", newService(annotated(v1alpha1.AnnotationIPAddressClaim, "mine")), public,
 			newClaim(newService(), "public"), outcome{}},
 		{"10-5 a namesake claim it does not control, the Service holding an address: nothing", newService(func(s *corev1.Service) {
@@ -145,4 +147,9 @@ func TestTransformServiceKeepsWhatDecideReads(t *testing.T) {
 	if excluded(trimmed) != excluded(full) || family(trimmed) != family(full) {
 		t.Errorf("trimmed copy decides differently: %q vs %q", excluded(trimmed), excluded(full))
 	}
+}
+
+func withdrawing(c *v1alpha1.IPAddressClaim) *v1alpha1.IPAddressClaim {
+	c.DeletionTimestamp = &metav1.Time{}
+	return c
 }

@@ -477,7 +477,7 @@ func TestDecide(t *testing.T) {
 				events: []string{"Warning UnauthorizedHolder /" + a4, "Warning AddressReserved other/forged"}}},
 		{name: "7-6 a Service the driver pinned whose sharing key was changed gets the claim's key back; the placeholder never takes up another",
 			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
-				services: []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4), annotated(metallb.AnnotationAllowSharedIP, "theirs"))},
+				services:     []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4), annotated(metallb.AnnotationAllowSharedIP, "theirs"))},
 				placeholders: []*corev1.Service{ph(v4, key)}},
 			want: outcome{update: []string{"tenant/a loadBalancerIPs=" + v4 + " pinned=" + v4 + " shared-ip=" + key + " finalizer"},
 				phase: v1alpha1.AddressBound, associatedTo: "tenant/a"}},
