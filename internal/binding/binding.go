@@ -23,9 +23,13 @@ func Holds(addr *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim) bool {
 }
 
 // PreBound reports whether the address names the claim with an empty UID: a
-// pre-binding waiting for the core's acceptance.
+// pre-binding waiting for the core's acceptance. A Released one is not: the
+// reclaim of a claim of that name released it before accepting it (a status
+// write, which cannot record the UID), and like any Released address it
+// waits for an administrator — a claim re-created under the name never
+// takes it.
 func PreBound(addr *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim) bool {
-	return Names(addr, claim) && addr.Spec.ClaimRef.UID == ""
+	return Names(addr, claim) && addr.Spec.ClaimRef.UID == "" && addr.Status.Phase != v1alpha1.AddressReleased
 }
 
 // Family is the family of the address's IP, "" for an invalid one.

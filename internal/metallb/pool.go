@@ -1,9 +1,10 @@
 package metallb
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"go4.org/netipx"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -31,17 +32,33 @@ type Parameters struct {
 	Pool string `json:"pool"`
 }
 
-// ParseParameters reads a class's parameters, refusing unknown fields so a
-// typo is reported instead of ignored.
+// ParseParameters reads a class's parameters: an object whose one key is
+// "pool", spelled exactly so (encoding/json would also take "Pool" or
+// "POOL", which the class-parameters policy refuses as unknown), naming a
+// pool. Any other key is refused, so a typo is reported instead of ignored.
 func ParseParameters(class *v1alpha1.IPAddressClass) (Parameters, error) {
 	var p Parameters
 	if class.Spec.Parameters == nil || len(class.Spec.Parameters.Raw) == 0 {
 		return p, fmt.Errorf("spec.parameters.pool is required")
 	}
-	dec := json.NewDecoder(bytes.NewReader(class.Spec.Parameters.Raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&p); err != nil {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(class.Spec.Parameters.Raw, &fields); err != nil {
 		return p, fmt.Errorf("spec.parameters: %w", err)
+	}
+	var unknown []string
+	for k := range fields {
+		if k != "pool" {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return p, fmt.Errorf("spec.parameters: unknown field(s) %s; the only parameter is pool", strings.Join(unknown, ", "))
+	}
+	if raw, ok := fields["pool"]; ok {
+		if err := json.Unmarshal(raw, &p.Pool); err != nil {
+			return p, fmt.Errorf("spec.parameters.pool: must be a string")
+		}
 	}
 	if p.Pool == "" {
 		return p, fmt.Errorf("spec.parameters.pool is required")

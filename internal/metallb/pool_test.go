@@ -39,7 +39,7 @@ func TestResolve(t *testing.T) {
 		{"accepted", class("public", `{"pool":"public"}`, 0), good, ""},
 		{"no parameters", class("public", "", 0), good, "spec.parameters.pool is required"},
 		{"no pool parameter", class("public", `{}`, 0), good, "spec.parameters.pool is required"},
-		{"unknown parameter", class("public", `{"pool":"public","pools":"x"}`, 0), good, `spec.parameters: json: unknown field "pools"`},
+		{"unknown parameter", class("public", `{"pool":"public","pools":"x"}`, 0), good, "spec.parameters: unknown field(s) pools; the only parameter is pool"},
 		{"missing pool", class("public", `{"pool":"public"}`, 0), nil, "IPAddressPool metallb-system/public not found"},
 		{"autoAssign unset", class("public", `{"pool":"public"}`, 0), pool(map[string]any{"addresses": []any{"203.0.113.0/24"}}),
 			"IPAddressPool metallb-system/public must set spec.autoAssign: false, or MetalLB hands its addresses to any Service"},

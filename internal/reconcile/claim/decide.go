@@ -197,7 +197,10 @@ func (p *plan) acceptPreBindings(claim *v1alpha1.IPAddressClaim, res *resolution
 				"refused the pre-binding of %s (%s): %s", a.Name, a.Spec.Address, why))
 			continue
 		}
-		a.Spec.ClaimRef.UID = claim.UID
+		// A copy: the snapshot's ClaimRef is the cache's.
+		ref := *a.Spec.ClaimRef
+		ref.UID = claim.UID
+		a.Spec.ClaimRef = &ref
 		p.bind = append(p.bind, a.DeepCopy())
 		accepted = append(accepted, a)
 		held[f] = true

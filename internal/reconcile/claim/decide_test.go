@@ -145,6 +145,14 @@ func TestDecide(t *testing.T) {
 				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonBound, events: []string{"Warning PreBindingRefused"}},
 		},
 		{
+			name:      "4-4 a Released pre-binding (an earlier claim of the name was deleted before accepting it) waits for an admin",
+			claim:     claim,
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", preBoundTo(claim), inPhase(v1alpha1.AddressReleased))},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want: outcome{stamp: "p.example.com/public", phase: v1alpha1.ClaimPending, className: "public", classResolved: v1alpha1.ReasonResolved,
+				bound: v1alpha1.ReasonWaitingForProvisioning},
+		},
+		{
 			name:      "4-4 leaves a pre-binding unjudged while the class does not resolve",
 			claim:     claim,
 			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", preBoundTo(claim))},

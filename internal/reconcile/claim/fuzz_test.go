@@ -158,11 +158,7 @@ func FuzzDecide(f *testing.F) {
 		}
 		p := decide(s)
 
-		// TODO(mutation): decide writes the claim's UID into the pre-bound
-		// address's claimRef in place (acceptPreBindings shares the
-		// snapshot's ClaimRef pointer). Enable once it copies first.
-		const judgeMutation = false
-		if judgeMutation && !equality.Semantic.DeepEqual(orig.addresses, s.addresses) {
+		if !equality.Semantic.DeepEqual(orig.addresses, s.addresses) {
 			t.Fatalf("decide changed its snapshot's addresses")
 		}
 		if !equality.Semantic.DeepEqual(orig.claim, s.claim) {
@@ -291,13 +287,17 @@ func FuzzDecide(f *testing.F) {
 			rest := a.DeepCopy()
 			rest.Status = before.Status
 			if binding.PreBound(&before, claim) {
-				// TODO(reclaim-uid): reclaim accepts a pre-binding on a
-				// scratch plan and releases it with the claim's UID in
-				// spec.claimRef, which a status write drops: the address is
-				// stored Released and still pre-bound, for the next claim of
-				// the name to accept. Judge the claimRef once reclaim
-				// releases what it stores.
+				// Reclaim accepts a pre-binding on a scratch plan and
+				// releases it by a status write, which drops the UID the
+				// copy carries: stored, the address is Released and
+				// uid-less, which binding.PreBound does not count as a
+				// pre-binding, so no claim of the name takes it.
 				rest.Spec.ClaimRef = before.Spec.ClaimRef
+				stored := a.DeepCopy()
+				stored.Spec.ClaimRef = before.Spec.ClaimRef
+				if binding.PreBound(stored, claim) {
+					t.Fatalf("released pre-binding %s is still a pre-binding of the name", a.Name)
+				}
 			}
 			switch {
 			case !equality.Semantic.DeepEqual(rest, &before):

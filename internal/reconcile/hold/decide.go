@@ -108,14 +108,28 @@ func decide(s snapshot) plan {
 		return p
 	}
 	p.addFinalizer = !controllerutil.ContainsFinalizer(s.address, metallb.FinalizerTeardown)
-	if w := workload(s, &p); w != nil {
+	w := workload(s, &p)
+	if w != nil {
 		attach(s, w, &p)
-		status(s, w, &p)
 	} else {
 		hold(s, &p)
-		status(s, nil, &p)
 	}
+	if sharedWithStranger(s, w) {
+		// MetalLB shares the address with a Service the driver did not
+		// pin: an edit of a Service holding it (its key, port or backend)
+		// could end that share on the driver's side and leave the address
+		// to the stranger. Nothing that holds it is touched until the
+		// Conflict is resolved.
+		p.update = slices.DeleteFunc(p.update, func(e edit) bool { return metallb.Holds(e.from, s.ip) })
+	}
+	status(s, w, &p)
 	return p
+}
+
+// sharedWithStranger reports whether a Service the driver does not
+// authorize holds the address.
+func sharedWithStranger(s snapshot, w *corev1.Service) bool {
+	return slices.ContainsFunc(unauthorized(s, w), func(o offender) bool { return o.verb == "hold" })
 }
 
 // teardown (§7.4): take the address back from every Service the driver

@@ -411,6 +411,8 @@ func FuzzDecide(f *testing.F) {
 	f.Add([]byte{0x04, 0x05, 0x01, 2, 0x08, 0x42, 0x30, 0x01, 0x45, 0x00, 0x55})                   // dual stack attached before records existed; a copy of the pin elsewhere
 	f.Add([]byte{0x04, 0x01, 0x03, 1, 0x08, 0x51, 0x00, 0x01})                                     // the pinned Service's key was changed
 	f.Add([]byte{0xc6, 0x80, 0x01, 3, 0x01, 0x45, 0x00, 0x00, 0x46, 0x40, 0x09, 0x87, 0x00, 0x07}) // unbound, strangers
+	f.Add([]byte("$100\bY10X"))                                                                    // a stranger shares with the workload under its old key: no re-pin
+	f.Add([]byte("\xc60100970X00007"))                                                             // a stranger shares with the placeholder: no re-shaping it
 	f.Fuzz(func(t *testing.T, data []byte) {
 		w := fuzzWorldOf(data)
 		s := gatherFrom(w)
@@ -570,17 +572,10 @@ func FuzzDecide(f *testing.F) {
 		// with a Service the driver does not authorize: MetalLB takes the
 		// address from the edited side and leaves it to that Service.
 		//
-		// TODO(share): both such edits exist. attach and hold move the
-		// placeholder's key, port or backend to suit the workload or a
-		// recorded Service without checking that no other Service shares
-		// the address (only the rest path checks soleHolder); attach
-		// re-pins a workload holding the address under another key (an
-		// older claim's, an admin's) with the claim's while another
-		// Service shares it under the old one. Enable once they wait for
-		// such a share to end.
-		const judgeShares = false
+		// decide leaves every Service holding the address alone while a
+		// stranger shares it (sharedWithStranger).
 		for _, e := range p.update {
-			if !judgeShares || !isPh(e.from) && !own(e.from) || !metallb.Holds(e.from, s.ip) || !slices.Contains(metallb.RequestedIPs(e.to), s.ip) {
+			if !isPh(e.from) && !own(e.from) || !metallb.Holds(e.from, s.ip) || !slices.Contains(metallb.RequestedIPs(e.to), s.ip) {
 				continue
 			}
 			for _, h := range s.holders {
