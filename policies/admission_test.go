@@ -55,6 +55,13 @@ var reservedFields = []reservedField{
 		set:   func(svc *corev1.Service, value string) { svc.Spec.LoadBalancerIP = value },
 		unset: func(svc *corev1.Service) { svc.Spec.LoadBalancerIP = "" },
 	},
+	{
+		// CVE-2020-8554: kube-proxy sends a Service's externalIPs to it.
+		path:  "spec.externalIPs",
+		first: "198.51.100.11", second: "198.51.100.11,198.51.100.12",
+		set:   func(svc *corev1.Service, value string) { svc.Spec.ExternalIPs = strings.Split(value, ",") },
+		unset: func(svc *corev1.Service) { svc.Spec.ExternalIPs = nil },
+	},
 }
 
 // service is a tenant's LoadBalancer Service with the given changes.

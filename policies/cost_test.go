@@ -138,6 +138,13 @@ func TestServicePins_RuntimeCostWithinBudget(t *testing.T) {
 			after.Annotations[key] = value + "b"
 		}
 		before.Spec.LoadBalancerIP, after.Spec.LoadBalancerIP = "198.51.100.1", "198.51.100.2"
+		// A thousand external IPs, the last one changed: far more than any
+		// Service names (the API sets no limit but the object's size).
+		for i := range 1000 {
+			ip := fmt.Sprintf("100.64.%d.%d", i/256, i%256)
+			before.Spec.ExternalIPs, after.Spec.ExternalIPs = append(before.Spec.ExternalIPs, ip), append(after.Spec.ExternalIPs, ip)
+		}
+		after.Spec.ExternalIPs[999] = "100.65.0.1"
 		return before, after
 	}
 	bigParams := params.DeepCopy()

@@ -62,6 +62,8 @@ func TestServicePins_TypeCheckerSeesTheSchemas(t *testing.T) {
 		clean            bool
 	}{
 		{"a Service has spec.loadBalancerIP", "object.spec.loadBalancerIP == ''", true},
+		{"spec.externalIPs is a list of strings", "object.spec.externalIPs[0] == ''", true},
+		{"...not of numbers", "object.spec.externalIPs[0] == 1", false},
 		{"a Service has no spec.loadBalancerIPs", "object.spec.loadBalancerIPs == ''", false},
 		{"oldObject is a Service too", "oldObject.spec.loadBalancerIPs == ''", false},
 		{"annotations are strings", "object.metadata.annotations['a'] == 1", false},
