@@ -48,8 +48,9 @@ func run() error {
 		"Directory holding the webhooks' serving certificate, tls.crt and tls.key (cert-manager's Secret, mounted).")
 	fs.StringVar(&coreUser, "core-username", "",
 		"The core's own username, the only one that may write claim status and the core's address phases. Empty: asked from the API server (SelfSubjectReview).")
-	fs.StringVar(&driverUsers, "driver-usernames", "system:serviceaccount:metallb-iad-system:metallb-iad",
-		"Comma-separated usernames of the drivers, the only ones that may write Conflict, Lost and associatedTo.")
+	fs.StringVar(&driverUsers, "driver-usernames", "metallb.drivers.local.sdn.cozystack.io=system:serviceaccount:metallb-iad-system:metallb-iad",
+		"Comma-separated drivers, the only ones that may write an address's Conflict, Lost, associatedTo and holding: "+
+			"<provisioner>=<username> keeps the driver to the addresses and classes of that provisioner; a bare <username> serves any class.")
 	fs.StringVar(&adminGroups, "admin-groups", "system:masters,kubeadm:cluster-admins,cozystack-cluster-admin",
 		"Comma-separated groups of administrators, who may clear an address's claimRef.")
 	fs.StringVar(&adminUsers, "admin-usernames", "", "Comma-separated usernames of further administrators.")
@@ -72,8 +73,12 @@ func run() error {
 				return fmt.Errorf("asking the API server who the core is (set --core-username to skip): %w", err)
 			}
 		}
+		drivers, scopes, err := webhook.ParseDrivers(list(driverUsers))
+		if err != nil {
+			return fmt.Errorf("--driver-usernames: %w", err)
+		}
 		webhook.Setup(mgr, webhook.Principals{
-			Core: []string{coreUser}, Drivers: list(driverUsers), AdminGroups: list(adminGroups), AdminUsers: list(adminUsers),
+			Core: []string{coreUser}, Drivers: drivers, Scopes: scopes, AdminGroups: list(adminGroups), AdminUsers: list(adminUsers),
 		})
 		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"net/http"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -34,7 +35,7 @@ const (
 // +kubebuilder:webhook:path=/mutate-ipaddressclaim,mutating=true,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=create,versions=v1alpha1,name=default.ipaddressclaims.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/validate-ipaddressclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddressclaims;ipaddressclaims/status,verbs=update,versions=v1alpha1,name=validate.ipaddressclaims.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/validate-ipaddress,mutating=false,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddresses;ipaddresses/status,verbs=create;update,versions=v1alpha1,name=validate.ipaddresses.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
-// +kubebuilder:webhook:path=/validate-ipaddressclass,mutating=false,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=create;update,versions=v1alpha1,name=validate.ipaddressclasses.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-ipaddressclass,mutating=false,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddressclasses;ipaddressclasses/status,verbs=create;update,versions=v1alpha1,name=validate.ipaddressclasses.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
 
 // Setup registers the handlers on mgr's webhook server.
 func Setup(mgr ctrl.Manager, p Principals) {
@@ -87,22 +88,45 @@ func (h handlers) validateClaim(_ context.Context, req admission.Request) admiss
 	return respond(req, append(errs, ValidateClaimStampUpdate(&old, &claim, req.UserInfo, h.principals, nil)...))
 }
 
-func (h handlers) validateAddress(_ context.Context, req admission.Request) admission.Response {
+func (h handlers) validateAddress(ctx context.Context, req admission.Request) admission.Response {
 	var a v1alpha1.IPAddress
 	if req.Operation == admissionv1.Create {
 		if err := h.decoder.Decode(req, &a); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
 		}
-		return respond(req, ValidateAddressCreate(&a, nil))
+		scope, err := h.scope(ctx, &a, req.UserInfo)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		return respond(req, append(ValidateAddressCreate(&a, nil), scope...))
 	}
 	var old v1alpha1.IPAddress
 	if err := h.decodeBoth(req, &old, &a); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	if req.SubResource == "status" {
-		return respond(req, ValidateAddressStatusUpdate(&old, &a, req.UserInfo, h.principals, field.NewPath("status")))
+	errs, err := h.scope(ctx, &old, req.UserInfo)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	return respond(req, ValidateAddressUpdate(&old, &a, req.UserInfo, h.principals, field.NewPath("spec")))
+	if req.SubResource == "status" {
+		return respond(req, append(errs, ValidateAddressStatusUpdate(&old, &a, req.UserInfo, h.principals, field.NewPath("status"))...))
+	}
+	errs = append(errs, ValidateDriverFinalizers(old.Finalizers, a.Finalizers, req.UserInfo, h.principals, nil)...)
+	return respond(req, append(errs, ValidateAddressUpdate(&old, &a, req.UserInfo, h.principals, field.NewPath("spec"))...))
+}
+
+// scope judges a driver's write to address a against the classes it
+// serves; the class is read from the cache, and may be gone.
+func (h handlers) scope(ctx context.Context, a *v1alpha1.IPAddress, u authenticationv1.UserInfo) (field.ErrorList, error) {
+	if !h.principals.IsDriver(u) {
+		return nil, nil
+	}
+	var class v1alpha1.IPAddressClass
+	err := h.reader.Get(ctx, client.ObjectKey{Name: a.Spec.ClassName}, &class)
+	if client.IgnoreNotFound(err) != nil {
+		return nil, err
+	}
+	return ValidateDriverScope(a, DriverOf(a, class.Spec.Provisioner), u, h.principals, nil), nil
 }
 
 func (h handlers) validateClass(ctx context.Context, req admission.Request) admission.Response {
@@ -120,6 +144,9 @@ func (h handlers) validateClass(ctx context.Context, req admission.Request) admi
 	var old v1alpha1.IPAddressClass
 	if err := h.decoder.DecodeRaw(req.OldObject, &old); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if req.SubResource == "status" {
+		return respond(req, ValidateClassStatusUpdate(&old, &class, req.UserInfo, h.principals, field.NewPath("status")))
 	}
 	return respond(req, ValidateClassUpdate(&old, &class, classes.Items, nil))
 }

@@ -1,7 +1,9 @@
 package webhook
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 )
@@ -21,6 +23,9 @@ type Principals struct {
 	Core []string
 	// Drivers lists the user names of the per-class drivers.
 	Drivers []string
+	// Scopes names, per driver user name, the provisioners whose classes
+	// that driver serves; a driver without an entry serves any class.
+	Scopes map[string][]string
 	// AdminGroups lists the groups of cluster administrators, beside
 	// system:masters, which always counts.
 	AdminGroups []string
@@ -33,10 +38,50 @@ func (p Principals) IsCore(u authenticationv1.UserInfo) bool {
 	return slices.Contains(p.Core, u.Username)
 }
 
-// IsDriver reports whether u is one of the drivers. Any driver counts for
-// any address: the principals do not say which driver serves which class.
+// IsDriver reports whether u is one of the drivers, whichever classes it
+// serves (Serves says which).
 func (p Principals) IsDriver(u authenticationv1.UserInfo) bool {
 	return slices.Contains(p.Drivers, u.Username)
+}
+
+// Serves reports whether u is a driver serving the classes of provisioner.
+func (p Principals) Serves(u authenticationv1.UserInfo, provisioner string) bool {
+	if !p.IsDriver(u) {
+		return false
+	}
+	scope, scoped := p.Scopes[u.Username]
+	return !scoped || slices.Contains(scope, provisioner)
+}
+
+// ParseDrivers reads the drivers as --driver-usernames lists them: an entry
+// "<provisioner>=<username>" is a driver serving the classes of that
+// provisioner only (one username may be named for several); a bare
+// "<username>" serves any class.
+func ParseDrivers(entries []string) (drivers []string, scopes map[string][]string, err error) {
+	scopes = map[string][]string{}
+	anyClass := map[string]bool{}
+	for _, e := range entries {
+		provisioner, user, scoped := strings.Cut(e, "=")
+		if !scoped {
+			provisioner, user = "", e
+		}
+		provisioner, user = strings.TrimSpace(provisioner), strings.TrimSpace(user)
+		if user == "" || (scoped && provisioner == "") {
+			return nil, nil, fmt.Errorf("driver %q: want <provisioner>=<username> or <username>", e)
+		}
+		if !slices.Contains(drivers, user) {
+			drivers = append(drivers, user)
+		}
+		if scoped {
+			scopes[user] = append(scopes[user], provisioner)
+		} else {
+			anyClass[user] = true
+		}
+	}
+	for user := range anyClass {
+		delete(scopes, user) // named bare too: it serves any class
+	}
+	return drivers, scopes, nil
 }
 
 // IsAdmin reports whether u is a cluster administrator: a listed user, or a

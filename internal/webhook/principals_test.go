@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -64,6 +65,38 @@ func TestPrincipals(t *testing.T) {
 			got := [3]bool{tc.p.IsCore(tc.u), tc.p.IsDriver(tc.u), tc.p.IsAdmin(tc.u)}
 			if want := [3]bool{tc.core, tc.driver, tc.admin}; got != want {
 				t.Errorf("core, driver, admin = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+func TestParseDrivers(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		entries []string
+		drivers []string
+		scopes  map[string][]string
+		err     string
+	}{
+		{"scoped", []string{"metallb.example.com=system:serviceaccount:m:m"}, []string{"system:serviceaccount:m:m"},
+			map[string][]string{"system:serviceaccount:m:m": {"metallb.example.com"}}, ""},
+		{"one driver, two provisioners", []string{"a.example.com=d", " b.example.com = d "}, []string{"d"},
+			map[string][]string{"d": {"a.example.com", "b.example.com"}}, ""},
+		{"bare: any class", []string{"d"}, []string{"d"}, map[string][]string{}, ""},
+		{"bare and scoped: any class", []string{"a.example.com=d", "d"}, []string{"d"}, map[string][]string{}, ""},
+		{"no provisioner", []string{"=d"}, nil, nil, `driver "=d": want <provisioner>=<username> or <username>`},
+		{"no username", []string{"a.example.com="}, nil, nil, `driver "a.example.com=": want <provisioner>=<username> or <username>`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			drivers, scopes, err := ParseDrivers(tc.entries)
+			if got := fmt.Sprint(err); (err != nil || tc.err != "") && got != tc.err {
+				t.Fatalf("error %q, want %q", got, tc.err)
+			}
+			if diff := cmp.Diff(tc.drivers, drivers); diff != "" {
+				t.Errorf("drivers (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.scopes, scopes, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("scopes (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -276,7 +276,7 @@ func TestCoreValues(t *testing.T) {
 	for _, want := range []string{
 		"--leader-elect", "--leader-election-namespace=cozy-address-controller", "--metrics-bind-address=:8443",
 		"--health-probe-bind-address=:8081", "--webhook-port=9443", "--webhook-cert-dir=/tmp/k8s-webhook-server/serving-certs",
-		"--driver-usernames=system:serviceaccount:cozy-metallb-iad:metallb-iad",
+		"--driver-usernames=metallb.drivers.local.sdn.cozystack.io=system:serviceaccount:cozy-metallb-iad:metallb-iad",
 	} {
 		if !slices.Contains(args, want) {
 			t.Errorf("core args %v lack %s", args, want)

@@ -81,7 +81,7 @@ func components(root, binDir, cpBin, dir, kubeconfig string, wh *controlplane.We
 				"--webhook-host=" + wh.Host,
 				"--webhook-port=" + strconv.Itoa(wh.Port),
 				"--webhook-cert-dir=" + wh.CertDir,
-				"--driver-usernames=system:serviceaccount:" + driverNamespace + ":" + driverAccount,
+				"--driver-usernames=metallb.drivers.local.sdn.cozystack.io=system:serviceaccount:" + driverNamespace + ":" + driverAccount,
 			},
 			setup: func(ctx context.Context, cp *controlplane.ControlPlane) error {
 				if err := installTenantRoles(ctx, cp, root, cpBin); err != nil {

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -32,7 +34,10 @@ import (
 const (
 	coreUser   = "system:serviceaccount:address-controller-system:address-controller"
 	driverUser = "system:serviceaccount:metallb-iad-system:metallb-iad"
-	tenantUser = "tenant"
+	// driverProvisioner is the provisioner the driver serves; the classes
+	// the tests make are static.example.com's unless they say otherwise.
+	driverProvisioner = "static.example.com"
+	tenantUser        = "tenant"
 )
 
 var scheme = apiruntime.NewScheme()
@@ -104,7 +109,8 @@ func runCore(t *testing.T, cfg *rest.Config, wh *controlplane.Webhooks) func() {
 	if err := core.Setup(ctx, mgr, core.Options{ClaimWorkers: 2, AddressWorkers: 2, ClassWorkers: 1, AutoClaimWorkers: 1}); err != nil {
 		t.Fatal(err)
 	}
-	webhook.Setup(mgr, webhook.Principals{Core: []string{coreUser}, Drivers: []string{driverUser}, AdminGroups: []string{"system:masters"}})
+	webhook.Setup(mgr, webhook.Principals{Core: []string{coreUser}, Drivers: []string{driverUser},
+		Scopes: map[string][]string{driverUser: {driverProvisioner}}, AdminGroups: []string{"system:masters"}})
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	stop := sync.OnceFunc(func() {
@@ -261,6 +267,63 @@ func TestWebhooks(t *testing.T) {
 		g.Expect(set(w.driver, v1alpha1.AddressConflict)).To(Succeed())
 		g.Expect(set(w.driver, v1alpha1.AddressBound)).To(Succeed(), "a driver clears its phase back to the core's")
 		refused(g, set(w.driver, v1alpha1.AddressReleased), "status.phase")
+	})
+
+	t.Run("a driver is kept to the addresses and classes of its own provisioner", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(w.admin.Create(ctx, &v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere"},
+			Spec: v1alpha1.IPAddressClassSpec{Provisioner: "other.example.com"}})).To(Succeed())
+		theirs := &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "ip-203-0-113-20"},
+			Spec: v1alpha1.IPAddressSpec{Address: "203.0.113.20", ClassName: "elsewhere", Source: v1alpha1.AddressSource{FromClass: &v1alpha1.FromClassSource{}}}}
+		refused(g, w.driver.Create(ctx, theirs.DeepCopy()), "spec.className")
+		g.Expect(w.admin.Create(ctx, theirs)).To(Succeed())
+		// The core writes the address meanwhile: a write that conflicts is
+		// made again on the fresh object.
+		write := func(edit func(*v1alpha1.IPAddress) error) func() error {
+			return func() error {
+				var a v1alpha1.IPAddress
+				if err := w.admin.Get(ctx, client.ObjectKeyFromObject(theirs), &a); err != nil {
+					return err
+				}
+				return edit(&a)
+			}
+		}
+		notConflict := func(err error) bool { return !apierrors.IsConflict(err) }
+		var err error
+		g.Eventually(write(func(a *v1alpha1.IPAddress) error {
+			a.Status.Phase = v1alpha1.AddressConflict
+			err = w.driver.Status().Update(ctx, a)
+			return err
+		})).Should(Satisfy(notConflict))
+		refused(g, err, "spec.className")
+		g.Eventually(write(func(a *v1alpha1.IPAddress) error {
+			a.Finalizers = append(a.Finalizers, "other.example.com/teardown")
+			err = w.driver.Update(ctx, a)
+			return err
+		})).Should(Satisfy(notConflict))
+		refused(g, err, "spec.className")
+
+		var class v1alpha1.IPAddressClass
+		g.Expect(w.admin.Get(ctx, client.ObjectKey{Name: "elsewhere"}, &class)).To(Succeed())
+		class.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "PoolAccepted", LastTransitionTime: metav1.Now()}}
+		refused(g, w.driver.Status().Update(ctx, &class), "status")
+		g.Expect(w.admin.Get(ctx, client.ObjectKey{Name: "public"}, &class)).To(Succeed())
+		class.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "PoolAccepted", LastTransitionTime: metav1.Now()}}
+		g.Expect(w.driver.Status().Update(ctx, &class)).To(Succeed(), "its own class's status is the driver's")
+	})
+
+	t.Run("a driver never adds or removes the core's finalizers", func(t *testing.T) {
+		g := NewWithT(t)
+		var a v1alpha1.IPAddress
+		g.Expect(w.admin.Get(ctx, client.ObjectKeyFromObject(addr), &a)).To(Succeed())
+		g.Expect(a.Finalizers).To(ContainElement(v1alpha1.FinalizerAddressProtection))
+		a.Finalizers = slices.DeleteFunc(a.Finalizers, func(f string) bool { return f == v1alpha1.FinalizerAddressProtection })
+		refused(g, w.driver.Update(ctx, a.DeepCopy()), "metadata.finalizers")
+		g.Expect(w.admin.Get(ctx, client.ObjectKeyFromObject(addr), &a)).To(Succeed())
+		a.Finalizers = append(a.Finalizers, driverProvisioner+"/teardown")
+		g.Expect(w.driver.Update(ctx, &a)).To(Succeed(), "its own it adds")
+		a.Finalizers = slices.DeleteFunc(a.Finalizers, func(f string) bool { return f == driverProvisioner+"/teardown" })
+		g.Expect(w.driver.Update(ctx, &a)).To(Succeed(), "and removes")
 	})
 
 	t.Run("a binding is never re-pointed; an admin clears it only once Released", func(t *testing.T) {
