@@ -113,10 +113,10 @@ func TestDecide(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := tc.object
-			switch {
-			case obj == gone:
+			switch obj {
+			case gone:
 				obj = nil
-			case obj == nil:
+			case nil:
 				obj = classObject()
 			}
 			s := snapshot{claim: tc.claim, class: tc.class, object: obj, policy: v1alpha1.ReclaimRetain, has: tc.has, available: tc.available, used: tc.used}
