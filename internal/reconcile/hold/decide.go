@@ -105,6 +105,7 @@ func decide(s snapshot) plan {
 	var p plan
 	if s.address.DeletionTimestamp != nil {
 		teardown(s, &p)
+		keepShares(s, nil, &p)
 		return p
 	}
 	p.addFinalizer = !controllerutil.ContainsFinalizer(s.address, metallb.FinalizerTeardown)
@@ -114,16 +115,20 @@ func decide(s snapshot) plan {
 	} else {
 		hold(s, &p)
 	}
-	if sharedWithStranger(s, w) {
-		// MetalLB shares the address with a Service the driver did not
-		// pin: an edit of a Service holding it (its key, port or backend)
-		// could end that share on the driver's side and leave the address
-		// to the stranger. Nothing that holds it is touched until the
-		// Conflict is resolved.
-		p.update = slices.DeleteFunc(p.update, func(e edit) bool { return metallb.Holds(e.from, s.ip) })
-	}
+	keepShares(s, w, &p)
 	status(s, w, &p)
 	return p
+}
+
+// keepShares drops the edits of Services holding the address while MetalLB
+// shares it with a Service the driver did not pin: an edit of the
+// placeholder or a pinned Service (its key, port or backend) could end its
+// share and leave the address to the stranger. Nothing that holds the
+// address is touched until the Conflict is resolved.
+func keepShares(s snapshot, w *corev1.Service, p *plan) {
+	if sharedWithStranger(s, w) {
+		p.update = slices.DeleteFunc(p.update, func(e edit) bool { return metallb.Holds(e.from, s.ip) })
+	}
 }
 
 // sharedWithStranger reports whether a Service the driver does not
