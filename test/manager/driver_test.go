@@ -45,22 +45,8 @@ func TestDriverBinary(t *testing.T) {
 
 	run := func(name, role string, args ...string) {
 		t.Helper()
-		// Each binary runs as a ServiceAccount of its namespace bound to its
-		// generated ClusterRole alone.
 		namespace := map[string]string{"manager": coreNamespace, "metallb-iad": driverNamespace}[name]
-		kc, err := cp.ServiceAccount(ctx, namespace, name, filepath.Join(root, "config", "rbac", role), 3600)
-		g.Expect(err).NotTo(HaveOccurred())
-		kubeconfig := filepath.Join(dir, name+".kubeconfig")
-		g.Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
-		var out bytes.Buffer
-		p, err := proc.Start(name, build(t, dir, name), append([]string{"--kubeconfig=" + kubeconfig, "--leader-election-namespace=" + namespace}, args...), &out)
-		g.Expect(err).NotTo(HaveOccurred())
-		t.Cleanup(func() {
-			_ = p.Stop(10 * time.Second)
-			if t.Failed() {
-				t.Logf("%s output:\n%s", name, out.String())
-			}
-		})
+		startAs(ctx, t, cp, dir, name, namespace, name, filepath.Join(root, "config", "rbac", role), args...)
 	}
 	t.Cleanup(func() {
 		_ = mlb.Stop(5 * time.Second)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -140,6 +141,35 @@ func start(ctx context.Context, t *testing.T, crdDirs []string) (*controlplane.C
 	k8s, err := client.New(cp.Config, client.Options{Scheme: scheme})
 	g.Expect(err).NotTo(HaveOccurred())
 	return cp, k8s
+}
+
+// startAs builds cmd/<binary> into dir and runs it as the ServiceAccount
+// namespace/account, bound to the roles of roleFile alone (as in a
+// cluster), electing its leader in its own namespace; its output is logged
+// if the test fails. It stops with the test.
+func startAs(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, dir, binary, namespace, account, roleFile string, args ...string) *proc.Process {
+	t.Helper()
+	kc, err := cp.ServiceAccount(ctx, namespace, account, roleFile, 3600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, account+".kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	p, err := proc.Start(binary, build(t, dir, binary),
+		append([]string{"--kubeconfig=" + kubeconfig, "--leader-election-namespace=" + namespace}, args...), &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.Stop(10 * time.Second)
+		if t.Failed() {
+			t.Logf("%s output:\n%s", binary, out.String())
+		}
+	})
+	return p
 }
 
 // buildManager builds cmd/manager into dir: the test runs what ships.

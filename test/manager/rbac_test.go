@@ -105,24 +105,9 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	var procs []*proc.Process
 	run := func(binary, namespace, account string, args ...string) string {
-		kc, err := cp.ServiceAccount(ctx, namespace, account, roleFiles[serviceAccountUser(namespace, account)], 3600)
-		g.Expect(err).NotTo(HaveOccurred())
-		kubeconfig := filepath.Join(dir, account+".kubeconfig")
-		g.Expect(os.WriteFile(kubeconfig, kc, 0o600)).To(Succeed())
 		metricsAddr := freeAddr(t)
-		var out bytes.Buffer
-		p, err := proc.Start(binary, build(t, dir, binary), append([]string{
-			"--kubeconfig=" + kubeconfig, "--leader-elect=true", "--leader-election-namespace=" + namespace,
-			"--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=0",
-		}, args...), &out)
-		g.Expect(err).NotTo(HaveOccurred())
-		procs = append(procs, p)
-		t.Cleanup(func() {
-			_ = p.Stop(10 * time.Second)
-			if t.Failed() {
-				t.Logf("%s output:\n%s", binary, out.String())
-			}
-		})
+		procs = append(procs, startAs(ctx, t, cp, dir, binary, namespace, account, roleFiles[serviceAccountUser(namespace, account)],
+			append([]string{"--leader-elect=true", "--metrics-bind-address=" + metricsAddr, "--health-probe-bind-address=0"}, args...)...))
 		return metricsAddr
 	}
 	// Informers list, then watch, where the API server does not stream a

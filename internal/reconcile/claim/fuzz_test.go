@@ -13,20 +13,12 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/fuzzbytes"
 	"github.com/cozystack/address-controller/internal/webhook"
 )
 
 // fuzzBytes hands out fuzzed bytes, zeros once they run out.
-type fuzzBytes []byte
-
-func (b *fuzzBytes) next() byte {
-	if len(*b) == 0 {
-		return 0
-	}
-	c := (*b)[0]
-	*b = (*b)[1:]
-	return c
-}
+type fuzzBytes = fuzzbytes.Bytes
 
 var (
 	fuzzIPs     = []string{"203.0.113.1", "203.0.113.2", "203.0.113.3", "2001:db8::1", "2001:db8::2", "2001:db8::3", "198.51.100.1", "not-an-ip"}
@@ -42,7 +34,7 @@ var (
 // claims, or free — more than gather would pass, so that decide is seen
 // to pick its own.
 func fuzzSnapshot(b fuzzBytes) snapshot {
-	c0, c1 := b.next(), b.next()
+	c0, c1 := b.Next(), b.Next()
 	claim := newClaim("web", withFamily([]v1alpha1.IPFamily{v1alpha1.IPv4, v1alpha1.IPv6, v1alpha1.Dual, ""}[c0&3]),
 		withClass(fuzzClasses[c1&3]), withStatusClass(fuzzClasses[c1>>2&3]),
 		withPhase([]v1alpha1.ClaimPhase{"", v1alpha1.ClaimPending, v1alpha1.ClaimBound, v1alpha1.ClaimLost}[c0>>5&3]))
@@ -80,8 +72,8 @@ func fuzzSnapshot(b fuzzBytes) snapshot {
 		{Namespace: "other", Name: "web"},
 		nil,
 	}
-	for n := b.next() % 7; n > 0; n-- {
-		a0, a1 := b.next(), b.next()
+	for n := b.Next() % 7; n > 0; n-- {
+		a0, a1 := b.Next(), b.Next()
 		ip := fuzzIPs[a0&7]
 		name, err := v1alpha1.IPAddressName(ip)
 		if err != nil {
@@ -123,9 +115,9 @@ func fuzzSnapshot(b fuzzBytes) snapshot {
 		s.addresses = append(s.addresses, a)
 	}
 	if c0&128 != 0 && len(s.addresses) > 0 {
-		claim.Spec.AddressName = s.addresses[int(b.next())%len(s.addresses)].Name
+		claim.Spec.AddressName = s.addresses[int(b.Next())%len(s.addresses)].Name
 	}
-	if stamp := []string{"", "p.example.com/public", "p.example.com/private", "someone.example.com"}[b.next()&3]; stamp != "" {
+	if stamp := []string{"", "p.example.com/public", "p.example.com/private", "someone.example.com"}[b.Next()&3]; stamp != "" {
 		claim.Annotations[v1alpha1.AnnotationProvisioner] = stamp
 	}
 	return s

@@ -18,21 +18,13 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/fuzzbytes"
 	"github.com/cozystack/address-controller/internal/metallb"
 	"github.com/cozystack/address-controller/internal/webhook"
 )
 
 // fuzzBytes hands out fuzzed bytes, zeros once they run out.
-type fuzzBytes []byte
-
-func (b *fuzzBytes) next() byte {
-	if len(*b) == 0 {
-		return 0
-	}
-	c := (*b)[0]
-	*b = (*b)[1:]
-	return c
-}
+type fuzzBytes = fuzzbytes.Bytes
 
 const (
 	phNamespace = "metallb-iad-system"
@@ -154,7 +146,7 @@ func fuzzPlaceholder(ip string, bits byte) *corev1.Service {
 }
 
 func fuzzWorldOf(b fuzzBytes) fuzzWorld {
-	b0, b1, b2 := b.next(), b.next(), b.next()
+	b0, b1, b2 := b.Next(), b.Next(), b.Next()
 	ip, sib := v4, v6
 	if b0&1 != 0 {
 		ip, sib = v6, v4
@@ -201,8 +193,8 @@ func fuzzWorldOf(b fuzzBytes) fuzzWorld {
 		w.class, w.covering = unparsed, "public"
 	}
 
-	for i := range int(b.next() % 5) {
-		w.services = append(w.services, fuzzService(i, ip, sib, b.next(), b.next(), b.next()))
+	for i := range int(b.Next() % 5) {
+		w.services = append(w.services, fuzzService(i, ip, sib, b.Next(), b.Next(), b.Next()))
 	}
 	// The record and associatedTo name tenant Services by index.
 	ref := func(i byte) *v1alpha1.HeldReference {
@@ -230,7 +222,7 @@ func fuzzWorldOf(b fuzzBytes) fuzzWorld {
 		}
 		a.Status.Holding = h
 	}
-	pbits := b.next()
+	pbits := b.Next()
 	if p := fuzzPlaceholder(ip, pbits&15); p != nil {
 		w.services = append(w.services, p)
 	}
@@ -239,7 +231,7 @@ func fuzzWorldOf(b fuzzBytes) fuzzWorld {
 	}
 	// The driver's conditions, as an earlier pass left them (whatever the
 	// phase), and a pool elsewhere no more.
-	if c := b.next(); c != 0 {
+	if c := b.Next(); c != 0 {
 		if c&1 != 0 {
 			binding.SetCondition(&a.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionConflict, Status: metav1.ConditionTrue,
 				Reason: metallb.ReasonUnauthorizedHolder}, now.Add(-time.Minute))
