@@ -195,7 +195,8 @@ func TestDriver_7_5_DualStack(t *testing.T) {
 }
 
 // 7-1: every cause of refusal — missing pool, auto-assigning pool, a pool
-// another class names — is a PoolRefused event and Ready=False on the
+// another class names, a pool range the driver cannot make addresses of —
+// is a PoolRefused event and Ready=False on the
 // class, and its claims stay Pending saying why; fixing it provisions.
 func TestDriver_7_1_PoolRefused(t *testing.T) {
 	e := newDriverEnv(t)
@@ -207,8 +208,14 @@ func TestDriver_7_1_PoolRefused(t *testing.T) {
 	e.metalLBClass("first", shared, v1alpha1.ReclaimRetain)
 	time.Sleep(1100 * time.Millisecond) // creation timestamps have a one-second resolution
 	second := e.metalLBClass("second", shared, v1alpha1.ReclaimRetain)
+	// IPv4 in IPv6 spelling: no address object could be named for it.
+	mappedEntry := "::ffff:" + e.v4(64) + "/124"
+	mapped := e.metalLBClass("mapped", e.pool("mapped", mappedEntry), v1alpha1.ReclaimRetain)
 
-	for class, why := range map[string]string{missing: "not found", autoClass: "autoAssign", second: "already named by IPAddressClass " + e.class("first")} {
+	for class, why := range map[string]string{
+		missing: "not found", autoClass: "autoAssign", second: "already named by IPAddressClass " + e.class("first"),
+		mapped: fmt.Sprintf("addresses[0] %q: reaches into ::ffff:0:0/96", mappedEntry),
+	} {
 		e.eventually(func(g Gomega) {
 			c := e.getClass(g, class)
 			ready := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionReady)
