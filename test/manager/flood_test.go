@@ -31,8 +31,10 @@ import (
 
 // floodLimit is the peak resident memory the manager may reach under the
 // flood: the charts' memory limit is 256 MiB, and the manager must stay
-// clear of it with room for its caches.
-const floodLimit = 160 << 20
+// clear of it with room for its caches. (Measured here: 136 MiB with the
+// budget, 876 MiB without; the margin is for the garbage collector's
+// timing on a loaded machine.)
+const floodLimit = 200 << 20
 
 // TestManagerBinary_AdmissionFlood sends the webhook server what anyone who
 // can reach its port could: 50 admission requests of just under 7 MiB at
