@@ -314,16 +314,31 @@ func TestWebhooks(t *testing.T) {
 
 	t.Run("a driver never adds or removes the core's finalizers", func(t *testing.T) {
 		g := NewWithT(t)
-		var a v1alpha1.IPAddress
-		g.Expect(w.admin.Get(ctx, client.ObjectKeyFromObject(addr), &a)).To(Succeed())
-		g.Expect(a.Finalizers).To(ContainElement(v1alpha1.FinalizerAddressProtection))
-		a.Finalizers = slices.DeleteFunc(a.Finalizers, func(f string) bool { return f == v1alpha1.FinalizerAddressProtection })
-		refused(g, w.driver.Update(ctx, a.DeepCopy()), "metadata.finalizers")
-		g.Expect(w.admin.Get(ctx, client.ObjectKeyFromObject(addr), &a)).To(Succeed())
-		a.Finalizers = append(a.Finalizers, driverProvisioner+"/teardown")
-		g.Expect(w.driver.Update(ctx, &a)).To(Succeed(), "its own it adds")
-		a.Finalizers = slices.DeleteFunc(a.Finalizers, func(f string) bool { return f == driverProvisioner+"/teardown" })
-		g.Expect(w.driver.Update(ctx, &a)).To(Succeed(), "and removes")
+		// The core may write the address meanwhile: an edit that conflicts
+		// is made again on the fresh object.
+		edit := func(change func(*v1alpha1.IPAddress)) func() error {
+			return func() error {
+				var a v1alpha1.IPAddress
+				if err := w.admin.Get(ctx, client.ObjectKeyFromObject(addr), &a); err != nil {
+					return err
+				}
+				change(&a)
+				return w.driver.Update(ctx, &a)
+			}
+		}
+		var err error
+		g.Eventually(func() error {
+			err = edit(func(a *v1alpha1.IPAddress) {
+				a.Finalizers = slices.DeleteFunc(a.Finalizers, func(f string) bool { return f == v1alpha1.FinalizerAddressProtection })
+			})()
+			return err
+		}).Should(Satisfy(func(err error) bool { return !apierrors.IsConflict(err) }))
+		refused(g, err, "metadata.finalizers")
+		own := driverProvisioner + "/teardown"
+		g.Eventually(edit(func(a *v1alpha1.IPAddress) { a.Finalizers = append(a.Finalizers, own) })).Should(Succeed(), "its own it adds")
+		g.Eventually(edit(func(a *v1alpha1.IPAddress) {
+			a.Finalizers = slices.DeleteFunc(a.Finalizers, func(f string) bool { return f == own })
+		})).Should(Succeed(), "and removes")
 	})
 
 	t.Run("a binding is never re-pointed; an admin clears it only once Released", func(t *testing.T) {
