@@ -1,0 +1,274 @@
+package chaos
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+// The invariants the ledger counts violations of.
+const (
+	// DoubleBound: one IP in the status of two live claims.
+	DoubleBound = "ip-in-two-live-claims"
+	// TwoOfAFamily: a claim reporting two addresses of one family.
+	TwoOfAFamily = "two-addresses-of-one-family"
+	// AddressChanged: a Bound claim's address of a family changed while
+	// the claim lived.
+	AddressChanged = "bound-address-changed"
+	// Unheld: a driver address, once held, held by no Service while it
+	// is not being deleted.
+	Unheld = "reserved-address-unheld"
+	// AttachedLost: a Service naming a Bound claim, once given the
+	// claim's address, lost it while it still named the claim.
+	AttachedLost = "attached-service-lost-its-address"
+	// Stranger: a Service outside the driver's namespace holding a driver
+	// address that it does not name the claim of and that the address's
+	// holding record does not name either (a handoff under way).
+	Stranger = "address-held-by-a-stranger"
+)
+
+// Invariants lists them all, in the order the figures print them.
+var Invariants = []string{DoubleBound, TwoOfAFamily, AddressChanged, Unheld, AttachedLost, Stranger}
+
+// Ledger follows the claims, the driver's addresses and the Services as
+// their watch events arrive, and counts every instant that breaks an
+// invariant. It judges events in the order it is given them, so the caller
+// must give them in the order they happened: the resource versions of one
+// etcd are such an order across kinds.
+type Ledger struct {
+	// Namespace is the driver's, where placeholders live.
+	Namespace string
+	// Driven reports whether an address's class is the driver's.
+	Driven func(class string) bool
+
+	claims    map[types.UID]*claimState
+	addresses map[netip.Addr]*v1alpha1.IPAddress
+	services  map[string]*corev1.Service // by namespace/name
+	// held are the driver addresses some Service has held.
+	held map[netip.Addr]bool
+	// given are the Services given their claim's address: key → claim key.
+	given map[string]string
+
+	Violations map[string]int
+	// Notes describe the first violations of each invariant.
+	Notes []string
+}
+
+type claimState struct {
+	key     string // namespace/name
+	phase   v1alpha1.ClaimPhase
+	deleted bool
+	// bound is the address of each family the claim was first seen Bound to.
+	bound map[v1alpha1.IPFamily]string
+	// ips are the addresses its status reports now.
+	ips []string
+}
+
+// NewLedger returns an empty ledger.
+func NewLedger(namespace string, driven func(class string) bool) *Ledger {
+	return &Ledger{
+		Namespace: namespace, Driven: driven,
+		claims: map[types.UID]*claimState{}, addresses: map[netip.Addr]*v1alpha1.IPAddress{},
+		services: map[string]*corev1.Service{}, held: map[netip.Addr]bool{}, given: map[string]string{},
+		Violations: map[string]int{},
+	}
+}
+
+const maxNotes = 5
+
+func (l *Ledger) violate(invariant, format string, args ...any) {
+	l.Violations[invariant]++
+	if l.Violations[invariant] <= maxNotes {
+		l.Notes = append(l.Notes, invariant+": "+fmt.Sprintf(format, args...))
+	}
+}
+
+// Claim takes a claim's new state; gone when it was deleted.
+func (l *Ledger) Claim(c *v1alpha1.IPAddressClaim, gone bool) {
+	if gone {
+		delete(l.claims, c.UID)
+		return
+	}
+	st := l.claims[c.UID]
+	if st == nil {
+		st = &claimState{key: c.Namespace + "/" + c.Name, bound: map[v1alpha1.IPFamily]string{}}
+		l.claims[c.UID] = st
+	}
+	st.phase, st.deleted = c.Status.Phase, c.DeletionTimestamp != nil
+	st.ips = nil
+	families := map[v1alpha1.IPFamily]int{}
+	for _, a := range c.Status.Addresses {
+		st.ips = append(st.ips, a.Address)
+		f := v1alpha1.FamilyOf(a.Address)
+		if families[f]++; families[f] == 2 {
+			l.violate(TwoOfAFamily, "claim %s reports %v", st.key, c.Status.Addresses)
+		}
+	}
+	if !st.deleted && st.phase == v1alpha1.ClaimBound {
+		seen := map[v1alpha1.IPFamily]bool{}
+		for _, a := range c.Status.Addresses {
+			f := v1alpha1.FamilyOf(a.Address)
+			if seen[f] {
+				continue // a second of the family: TwoOfAFamily's
+			}
+			seen[f] = true
+			if first, ok := st.bound[f]; ok && first != a.Address {
+				l.violate(AddressChanged, "claim %s was bound to %s, now %s", st.key, first, a.Address)
+			}
+			st.bound[f] = a.Address
+		}
+	}
+	l.judgeClaims()
+	l.judgeServices()
+}
+
+// judgeClaims: no IP in the status of two live claims.
+func (l *Ledger) judgeClaims() {
+	owner := map[string]string{}
+	for _, st := range l.sortedClaims() {
+		if st.deleted {
+			continue
+		}
+		for _, ip := range st.ips {
+			if other, ok := owner[ip]; ok && other != st.key {
+				l.violate(DoubleBound, "%s is reported by claims %s and %s", ip, other, st.key)
+			}
+			owner[ip] = st.key
+		}
+	}
+}
+
+func (l *Ledger) sortedClaims() []*claimState {
+	out := make([]*claimState, 0, len(l.claims))
+	for _, st := range l.claims {
+		out = append(out, st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out
+}
+
+// Address takes an address's new state; gone when it was deleted.
+func (l *Ledger) Address(a *v1alpha1.IPAddress, gone bool) {
+	ip, err := netip.ParseAddr(a.Spec.Address)
+	if err != nil || !l.Driven(a.Spec.ClassName) {
+		return
+	}
+	if gone {
+		delete(l.addresses, ip)
+		delete(l.held, ip)
+		return
+	}
+	l.addresses[ip] = a
+	l.judgeServices()
+}
+
+// Service takes a Service's new state; gone when it was deleted.
+func (l *Ledger) Service(svc *corev1.Service, gone bool) {
+	key := svc.Namespace + "/" + svc.Name
+	before := l.services[key]
+	if gone {
+		delete(l.services, key)
+	} else {
+		l.services[key] = svc
+	}
+	if before != nil {
+		l.judgeAttached(key, before, svc, gone)
+	}
+	l.judgeServices()
+}
+
+// judgeAttached: a Service that was given its claim's address and still
+// names the claim (Bound) keeps the address.
+func (l *Ledger) judgeAttached(key string, before, after *corev1.Service, gone bool) {
+	claim, given := l.given[key]
+	names := !gone && claimKey(after) == claim && l.boundClaim(claim)
+	if given && names && len(ingress(after)) < len(ingress(before)) {
+		l.violate(AttachedLost, "Service %s names Bound claim %s and went from %v to %v", key, claim, ingress(before), ingress(after))
+	}
+	if !names {
+		delete(l.given, key)
+	}
+}
+
+func (l *Ledger) boundClaim(key string) bool {
+	for _, st := range l.claims {
+		if st.key == key && !st.deleted && st.phase == v1alpha1.ClaimBound {
+			return true
+		}
+	}
+	return false
+}
+
+// judgeServices: every driver address once held is held while it lives;
+// nobody holds one who is neither its placeholder, a Service naming its
+// claim, nor one its holding record names; and it marks the Services
+// given their claim's address.
+func (l *Ledger) judgeServices() {
+	holders := map[netip.Addr][]*corev1.Service{}
+	for _, svc := range l.services {
+		for _, ip := range ingress(svc) {
+			if _, ok := l.addresses[ip]; ok {
+				holders[ip] = append(holders[ip], svc)
+			}
+		}
+	}
+	for ip, a := range l.addresses {
+		hs := holders[ip]
+		switch {
+		case len(hs) > 0:
+			l.held[ip] = true
+		case l.held[ip] && a.DeletionTimestamp == nil:
+			l.violate(Unheld, "%s (%s) is held by nobody", ip, a.Name)
+			delete(l.held, ip) // once per gap
+		}
+		for _, svc := range hs {
+			key := svc.Namespace + "/" + svc.Name
+			switch {
+			case svc.Namespace == l.Namespace:
+			case a.Spec.ClaimRef != nil && claimKey(svc) == a.Spec.ClaimRef.Namespace+"/"+a.Spec.ClaimRef.Name:
+				if l.boundClaim(claimKey(svc)) {
+					l.given[key] = claimKey(svc)
+				}
+			case recorded(a, svc):
+			default:
+				l.violate(Stranger, "%s (%s) is held by %s, which names %q", ip, a.Name, key, claimKey(svc))
+			}
+		}
+	}
+}
+
+// recorded reports whether the address's holding record names svc.
+func recorded(a *v1alpha1.IPAddress, svc *corev1.Service) bool {
+	h := a.Status.Holding
+	if h == nil {
+		return false
+	}
+	refs := slices.Clone(h.From)
+	if h.Workload != nil {
+		refs = append(refs, *h.Workload)
+	}
+	return slices.ContainsFunc(refs, func(r v1alpha1.HeldReference) bool { return r.UID == svc.UID })
+}
+
+func claimKey(svc *corev1.Service) string {
+	if name := svc.Annotations[v1alpha1.AnnotationIPAddressClaim]; name != "" {
+		return svc.Namespace + "/" + name
+	}
+	return ""
+}
+
+func ingress(svc *corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if ip, err := netip.ParseAddr(in.IP); err == nil {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
