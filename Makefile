@@ -207,6 +207,15 @@ fuzz: ## Run each fuzz target for FUZZTIME.
 		go test $$dir -run='^$$' -fuzz="^$$name\$$" -fuzztime=$(FUZZTIME) || exit 1; \
 	done
 
+# The chaos run (test/chaos): the shipped binaries under churn and faults,
+# every invariant counted. CHAOS_FAULTS picks what is killed (manager,
+# driver, metallb; all by default, "none" for churn alone).
+CHAOS_DURATION ?= 5m
+CHAOS_FAULT_EVERY ?= 10s
+.PHONY: chaos
+chaos: $(CONTROLPLANE) ## Run the chaos harness for CHAOS_DURATION (a fault every CHAOS_FAULT_EVERY; CHAOS_SEED replays a run).
+	CHAOS_DURATION=$(CHAOS_DURATION) CHAOS_FAULT_EVERY=$(CHAOS_FAULT_EVERY) go test ./test/chaos/ -run '^TestChaos$$' -count=1 -v -timeout 60m
+
 .PHONY: run
 # SKIP=manager leaves the manager out, e.g. to run it from a debugger instead.
 run: build $(CONTROLPLANE) ## Run a local control plane, MetalLB's controller, the manager (webhooks) and metallb-iad (policy) in the foreground (Ctrl-C stops all).

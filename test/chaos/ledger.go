@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -54,7 +55,11 @@ type Ledger struct {
 	held map[netip.Addr]bool
 	// given are the Services given their claim's address: key → claim key.
 	given map[string]string
+	// history is each Service's and claim's last states, for the notes.
+	history map[string][]string
 
+	// Events counts the events judged.
+	Events     int
 	Violations map[string]int
 	// Notes describe the first violations of each invariant.
 	Notes []string
@@ -75,12 +80,20 @@ func NewLedger(namespace string, driven func(class string) bool) *Ledger {
 	return &Ledger{
 		Namespace: namespace, Driven: driven,
 		claims: map[types.UID]*claimState{}, addresses: map[netip.Addr]*v1alpha1.IPAddress{},
-		services: map[string]*corev1.Service{}, held: map[netip.Addr]bool{}, given: map[string]string{},
+		services: map[string]*corev1.Service{}, held: map[netip.Addr]bool{}, given: map[string]string{}, history: map[string][]string{},
 		Violations: map[string]int{},
 	}
 }
 
 const maxNotes = 5
+
+// remember keeps an object's last states.
+func (l *Ledger) remember(key, state string) {
+	l.history[key] = append(l.history[key], state)
+	if h := l.history[key]; len(h) > 12 {
+		l.history[key] = h[len(h)-12:]
+	}
+}
 
 func (l *Ledger) violate(invariant, format string, args ...any) {
 	l.Violations[invariant]++
@@ -91,6 +104,9 @@ func (l *Ledger) violate(invariant, format string, args ...any) {
 
 // Claim takes a claim's new state; gone when it was deleted.
 func (l *Ledger) Claim(c *v1alpha1.IPAddressClaim, gone bool) {
+	l.Events++
+	l.remember(c.Namespace+"/"+c.Name, fmt.Sprintf("rv=%s gone=%v deleting=%v phase=%s addresses=%v", c.ResourceVersion, gone,
+		c.DeletionTimestamp != nil, c.Status.Phase, c.Status.Addresses))
 	if gone {
 		delete(l.claims, c.UID)
 		return
@@ -155,6 +171,7 @@ func (l *Ledger) sortedClaims() []*claimState {
 
 // Address takes an address's new state; gone when it was deleted.
 func (l *Ledger) Address(a *v1alpha1.IPAddress, gone bool) {
+	l.Events++
 	ip, err := netip.ParseAddr(a.Spec.Address)
 	if err != nil || !l.Driven(a.Spec.ClassName) {
 		return
@@ -170,7 +187,11 @@ func (l *Ledger) Address(a *v1alpha1.IPAddress, gone bool) {
 
 // Service takes a Service's new state; gone when it was deleted.
 func (l *Ledger) Service(svc *corev1.Service, gone bool) {
+	l.Events++
 	key := svc.Namespace + "/" + svc.Name
+	l.remember(key, fmt.Sprintf("rv=%s gone=%v claim=%q ingress=%v pins=%q pinned=%q key=%q finalizers=%v", svc.ResourceVersion, gone,
+		claimKey(svc), ingress(svc), svc.Annotations["metallb.io/loadBalancerIPs"], svc.Annotations["metallb.drivers.local.sdn.cozystack.io/pinned"],
+		svc.Annotations["metallb.io/allow-shared-ip"], svc.Finalizers))
 	before := l.services[key]
 	if gone {
 		delete(l.services, key)
@@ -189,7 +210,8 @@ func (l *Ledger) judgeAttached(key string, before, after *corev1.Service, gone b
 	claim, given := l.given[key]
 	names := !gone && claimKey(after) == claim && l.boundClaim(claim)
 	if given && names && len(ingress(after)) < len(ingress(before)) {
-		l.violate(AttachedLost, "Service %s names Bound claim %s and went from %v to %v", key, claim, ingress(before), ingress(after))
+		l.violate(AttachedLost, "Service %s names Bound claim %s and went from %v to %v\n  Service: %s\n  claim: %s", key, claim,
+			ingress(before), ingress(after), strings.Join(l.history[key], "\n    "), strings.Join(l.history[claim], "\n    "))
 	}
 	if !names {
 		delete(l.given, key)
