@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -127,6 +128,9 @@ func TestChaos(t *testing.T) {
 	}
 	for _, n := range ledger.Notes {
 		t.Error(n)
+	}
+	if t.Failed() {
+		h.dumpWarnings()
 	}
 	if !converged {
 		t.Errorf("did not converge: %s", h.unconverged())
@@ -467,3 +471,16 @@ func tail(b []byte, n int) []byte {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// dumpWarnings logs the warning events the controllers recorded.
+func (h *harness) dumpWarnings() {
+	var evs eventsv1.EventList
+	if err := h.c.List(h.ctx, &evs); err != nil {
+		return
+	}
+	for _, e := range evs.Items {
+		if e.Type == corev1.EventTypeWarning {
+			h.t.Logf("event %s %s/%s %s: %s", e.Reason, e.Regarding.Namespace, e.Regarding.Name, e.Series.String(), e.Note)
+		}
+	}
+}

@@ -210,8 +210,15 @@ func (l *Ledger) judgeAttached(key string, before, after *corev1.Service, gone b
 	claim, given := l.given[key]
 	names := !gone && claimKey(after) == claim && l.boundClaim(claim)
 	if given && names && len(ingress(after)) < len(ingress(before)) {
-		l.violate(AttachedLost, "Service %s names Bound claim %s and went from %v to %v\n  Service: %s\n  claim: %s", key, claim,
-			ingress(before), ingress(after), strings.Join(l.history[key], "\n    "), strings.Join(l.history[claim], "\n    "))
+		var others []string
+		for k, svc := range l.services {
+			if k != key && claimKey(svc) == claim {
+				others = append(others, k+": "+strings.Join(l.history[k], "\n    "))
+			}
+		}
+		l.violate(AttachedLost, "Service %s names Bound claim %s and went from %v to %v\n  Service: %s\n  claim: %s\n  other Services naming it: %s",
+			key, claim, ingress(before), ingress(after), strings.Join(l.history[key], "\n    "), strings.Join(l.history[claim], "\n    "),
+			strings.Join(others, "\n  "))
 	}
 	if !names {
 		delete(l.given, key)
