@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/metallb"
 )
 
 // The invariants the ledger counts violations of.
@@ -190,7 +191,7 @@ func (l *Ledger) Service(svc *corev1.Service, gone bool) {
 	l.Events++
 	key := svc.Namespace + "/" + svc.Name
 	l.remember(key, fmt.Sprintf("rv=%s gone=%v claim=%q ingress=%v pins=%q pinned=%q key=%q finalizers=%v", svc.ResourceVersion, gone,
-		claimKey(svc), ingress(svc), svc.Annotations["metallb.io/loadBalancerIPs"], svc.Annotations["metallb.drivers.local.sdn.cozystack.io/pinned"],
+		claimKey(svc), metallb.IngressIPs(svc), svc.Annotations["metallb.io/loadBalancerIPs"], svc.Annotations["metallb.drivers.local.sdn.cozystack.io/pinned"],
 		svc.Annotations["metallb.io/allow-shared-ip"], svc.Finalizers))
 	before := l.services[key]
 	if gone {
@@ -209,7 +210,7 @@ func (l *Ledger) Service(svc *corev1.Service, gone bool) {
 func (l *Ledger) judgeAttached(key string, before, after *corev1.Service, gone bool) {
 	claim, given := l.given[key]
 	names := !gone && claimKey(after) == claim && l.boundClaim(claim)
-	if given && names && len(ingress(after)) < len(ingress(before)) {
+	if given && names && len(metallb.IngressIPs(after)) < len(metallb.IngressIPs(before)) {
 		var others []string
 		for k, svc := range l.services {
 			if k != key && claimKey(svc) == claim {
@@ -217,7 +218,7 @@ func (l *Ledger) judgeAttached(key string, before, after *corev1.Service, gone b
 			}
 		}
 		l.violate(AttachedLost, "Service %s names Bound claim %s and went from %v to %v\n  Service: %s\n  claim: %s\n  other Services naming it: %s",
-			key, claim, ingress(before), ingress(after), strings.Join(l.history[key], "\n    "), strings.Join(l.history[claim], "\n    "),
+			key, claim, metallb.IngressIPs(before), metallb.IngressIPs(after), strings.Join(l.history[key], "\n    "), strings.Join(l.history[claim], "\n    "),
 			strings.Join(others, "\n  "))
 	}
 	if !names {
@@ -241,7 +242,7 @@ func (l *Ledger) boundClaim(key string) bool {
 func (l *Ledger) judgeServices() {
 	holders := map[netip.Addr][]*corev1.Service{}
 	for _, svc := range l.services {
-		for _, ip := range ingress(svc) {
+		for _, ip := range metallb.IngressIPs(svc) {
 			if _, ok := l.addresses[ip]; ok {
 				holders[ip] = append(holders[ip], svc)
 			}
@@ -290,14 +291,4 @@ func claimKey(svc *corev1.Service) string {
 		return svc.Namespace + "/" + name
 	}
 	return ""
-}
-
-func ingress(svc *corev1.Service) []netip.Addr {
-	var out []netip.Addr
-	for _, in := range svc.Status.LoadBalancer.Ingress {
-		if ip, err := netip.ParseAddr(in.IP); err == nil {
-			out = append(out, ip)
-		}
-	}
-	return out
 }
