@@ -1,11 +1,13 @@
 package policies
 
 import (
+	"context"
 	"embed"
 	"fmt"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
 
@@ -95,6 +97,26 @@ func decode(file string, into any) error {
 	}
 	if err := yaml.UnmarshalStrict(b, into); err != nil {
 		return fmt.Errorf("%s: %w", file, err)
+	}
+	return nil
+}
+
+// Install creates the driver's policies as shipped: service-pins with its
+// binding and params (in ServicePinsParamsNamespace, which must exist), and
+// class-parameters with its binding. Objects that exist are left as they are.
+func Install(ctx context.Context, c client.Client) error {
+	s, err := LoadServicePins()
+	if err != nil {
+		return err
+	}
+	cl, err := LoadClassParameters()
+	if err != nil {
+		return err
+	}
+	for _, obj := range []client.Object{s.Params, s.Policy, s.Binding, cl.Policy, cl.Binding} {
+		if err := c.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
+			return fmt.Errorf("creating %s: %w", obj.GetName(), err)
+		}
 	}
 	return nil
 }

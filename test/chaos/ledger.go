@@ -31,7 +31,8 @@ const (
 	AttachedLost = "attached-service-lost-its-address"
 	// Stranger: a Service outside the driver's namespace holding a driver
 	// address that it does not name the claim of and that the address's
-	// holding record does not name either (a handoff under way).
+	// holding record does not name either (a handoff under way), or
+	// holding a pool address no IPAddress records.
 	Stranger = "address-held-by-a-stranger"
 )
 
@@ -48,6 +49,9 @@ type Ledger struct {
 	Namespace string
 	// Driven reports whether an address's class is the driver's.
 	Driven func(class string) bool
+	// Pools are the driver's pools: no Service outside Namespace holds an
+	// address of them that no IPAddress records.
+	Pools []netip.Prefix
 
 	claims    map[types.UID]*claimState
 	addresses map[netip.Addr]*v1alpha1.IPAddress
@@ -190,8 +194,8 @@ func (l *Ledger) Address(a *v1alpha1.IPAddress, gone bool) {
 func (l *Ledger) Service(svc *corev1.Service, gone bool) {
 	l.Events++
 	key := svc.Namespace + "/" + svc.Name
-	l.remember(key, fmt.Sprintf("rv=%s gone=%v claim=%q ingress=%v pins=%q pinned=%q key=%q finalizers=%v", svc.ResourceVersion, gone,
-		claimKey(svc), metallb.IngressIPs(svc), svc.Annotations["metallb.io/loadBalancerIPs"], svc.Annotations["metallb.drivers.local.sdn.cozystack.io/pinned"],
+	l.remember(key, fmt.Sprintf("rv=%s gone=%v deleting=%v claim=%q ingress=%v pins=%q pinned=%q key=%q finalizers=%v", svc.ResourceVersion, gone,
+		svc.DeletionTimestamp != nil, claimKey(svc), metallb.IngressIPs(svc), svc.Annotations["metallb.io/loadBalancerIPs"], svc.Annotations["metallb.drivers.local.sdn.cozystack.io/pinned"],
 		svc.Annotations["metallb.io/allow-shared-ip"], svc.Finalizers))
 	before := l.services[key]
 	if gone {
@@ -206,10 +210,11 @@ func (l *Ledger) Service(svc *corev1.Service, gone bool) {
 }
 
 // judgeAttached: a Service that was given its claim's address and still
-// names the claim (Bound) keeps the address.
+// names the claim (Bound) keeps the address. A Service whose deletion
+// began has let go of the claim: it may lose the address.
 func (l *Ledger) judgeAttached(key string, before, after *corev1.Service, gone bool) {
 	claim, given := l.given[key]
-	names := !gone && claimKey(after) == claim && l.boundClaim(claim)
+	names := !gone && after.DeletionTimestamp == nil && claimKey(after) == claim && l.boundClaim(claim)
 	if given && names && len(metallb.IngressIPs(after)) < len(metallb.IngressIPs(before)) {
 		var others []string
 		for k, svc := range l.services {
@@ -245,6 +250,8 @@ func (l *Ledger) judgeServices() {
 		for _, ip := range metallb.IngressIPs(svc) {
 			if _, ok := l.addresses[ip]; ok {
 				holders[ip] = append(holders[ip], svc)
+			} else if svc.Namespace != l.Namespace && slices.ContainsFunc(l.Pools, func(p netip.Prefix) bool { return p.Contains(ip) }) {
+				l.violate(Stranger, "%s is held by %s/%s and recorded by no IPAddress", ip, svc.Namespace, svc.Name)
 			}
 		}
 	}
@@ -262,7 +269,7 @@ func (l *Ledger) judgeServices() {
 			switch {
 			case svc.Namespace == l.Namespace:
 			case a.Spec.ClaimRef != nil && claimKey(svc) == a.Spec.ClaimRef.Namespace+"/"+a.Spec.ClaimRef.Name:
-				if l.boundClaim(claimKey(svc)) {
+				if svc.DeletionTimestamp == nil && l.boundClaim(claimKey(svc)) {
 					l.given[key] = claimKey(svc)
 				}
 			case recorded(a, svc):

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"net/netip"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,8 +56,20 @@ func recordedOn(svc string) func(*v1alpha1.IPAddress) {
 
 // service is namespace/name naming claim (empty: none), holding ips.
 func service(ns, name, claim string, ips ...string) step {
+	return serviceWith(nil, ns, name, claim, ips...)
+}
+
+// serviceDeleting is service once its deletion began.
+func serviceDeleting(ns, name, claim string, ips ...string) step {
+	return serviceWith(func(s *corev1.Service) { s.DeletionTimestamp = &metav1.Time{} }, ns, name, claim, ips...)
+}
+
+func serviceWith(mod func(*corev1.Service), ns, name, claim string, ips ...string) step {
 	return func(l *Ledger) {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("s-" + ns + "/" + name)}}
+		if mod != nil {
+			mod(svc)
+		}
 		if claim != "" {
 			svc.Annotations = map[string]string{v1alpha1.AnnotationIPAddressClaim: claim}
 		}
@@ -113,17 +126,23 @@ func TestLedger(t *testing.T) {
 		{"4 ...nor once its deletion began", []step{address(ip1, "web"), ph(ip1, true), address(ip1, "web", deleting), ph(ip1, false)}, nil},
 		{"5 an attached Service loses its address while naming its claim", append(append([]step{}, attached...), service("t", "web", "web")),
 			map[string]int{AttachedLost: 1, Unheld: 1}},
+		{"5 ...but not once its deletion began", append(append([]step{}, attached...), serviceDeleting("t", "web", "web", ip1), ph(ip1, true),
+			serviceDeleting("t", "web", "web")), nil},
 		{"5 a detach: the Service stops naming the claim first", append(append([]step{}, attached...),
 			address(ip1, "web", recordedOn("web")), service("t", "web", "", ip1), ph(ip1, true), service("t", "web", "")), nil},
 		{"6 a stranger holds a reserved address", []step{address(ip1, "web"), ph(ip1, true), service("t", "thief", "", ip1)},
 			map[string]int{Stranger: 1}},
 		{"6 ...a Service naming another claim is a stranger too", []step{address(ip1, "web"), ph(ip1, true), service("t", "db", "db", ip1)},
 			map[string]int{Stranger: 1}},
+		{"6 ...and so is a Service holding a pool address no IPAddress records", []step{service("t", "thief", "", "100.64.0.9")},
+			map[string]int{Stranger: 1}},
+		{"6 ...but not a placeholder (its address is being created or torn down)", []step{ph("100.64.0.9", true)}, nil},
 		{"6 a moved Service the record names keeps the address while the new one takes it", append(append([]step{}, attached...),
 			address(ip1, "web", recordedOn("web")), service("t", "web", "other", ip1), service("t", "new", "web", ip1), serviceGone("t", "web")), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := NewLedger(phNS, func(class string) bool { return class == "lb" })
+			l.Pools = []netip.Prefix{netip.MustParsePrefix("100.64.0.0/24")}
 			for _, s := range tc.steps {
 				s(l)
 			}

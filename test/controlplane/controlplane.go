@@ -84,10 +84,16 @@ type ControlPlane struct {
 	// Kubeconfig is the same admin identity as kubeconfig file contents.
 	Kubeconfig []byte
 
-	env       *envtest.Environment
-	kcm       *proc.Process
-	kcmTail   *proc.Tail
-	tmpDir    string
+	env     *envtest.Environment
+	kcm     *proc.Process
+	kcmTail *proc.Tail
+	tmpDir  string
+	// apiPath and apiOut start kube-apiserver again (RestartAPIServer);
+	// apiserver is the process it started, nil while envtest's runs.
+	apiPath   string
+	apiOut    io.Writer
+	apiMu     sync.Mutex
+	apiserver *proc.Process
 	clientset kubernetes.Interface
 
 	disarmWatchdog func()
@@ -173,7 +179,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 		args.Set(name, values...)
 	}
 
-	cp.env = env
+	cp.env, cp.apiPath, cp.apiOut = env, bins[KubeAPIServer], output(KubeAPIServer)
 	cp.Config, err = env.Start()
 	// Armed even after a failed start: envtest may have left processes.
 	var werr error
@@ -337,6 +343,11 @@ func (c *ControlPlane) Stop() error {
 		if c.kcm != nil {
 			errs = append(errs, c.kcm.Stop(kcmGrace))
 		}
+		c.apiMu.Lock()
+		if c.apiserver != nil {
+			errs = append(errs, c.apiserver.Stop(stopTimeout))
+		}
+		c.apiMu.Unlock()
 		if c.env != nil {
 			errs = append(errs, c.env.Stop())
 		}

@@ -55,6 +55,17 @@ func TestControlPlane(t *testing.T) {
 	c, err := client.New(cp.Config, client.Options{})
 	g.Expect(err).NotTo(HaveOccurred())
 
+	// Not parallel: it runs before the parallel subtests resume.
+	t.Run("kube-apiserver restarts with its data and identities", func(t *testing.T) {
+		g := NewWithT(t)
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "survives", Namespace: metav1.NamespaceDefault}}
+		g.Expect(c.Create(t.Context(), cm)).To(Succeed())
+		for range 2 { // the second restart is of the process the first started
+			g.Expect(cp.RestartAPIServer(t.Context(), 100*time.Millisecond)).To(Succeed())
+			g.Expect(c.Get(t.Context(), client.ObjectKeyFromObject(cm), &corev1.ConfigMap{})).To(Succeed())
+		}
+	})
+
 	t.Run("serves the CRDs", func(t *testing.T) {
 		t.Parallel()
 		if len(crds) == 0 {

@@ -2,6 +2,9 @@ package controlplane
 
 import (
 	"context"
+	"crypto/tls"
+	"fmt"
+	"time"
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,3 +57,21 @@ func (w *Webhooks) Uninstall(ctx context.Context, c client.Client) error {
 
 // Cleanup removes the certificate directory.
 func (w *Webhooks) Cleanup() error { return w.opts.Cleanup() }
+
+// WaitForTLS waits, up to a minute, until something answers TLS on addr: a
+// webhook server is up, and its configurations may be installed.
+func WaitForTLS(ctx context.Context, addr string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only probing that the server is up
+		if err == nil {
+			return conn.Close()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("webhook server on %s: %w", addr, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -10,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -90,7 +88,7 @@ func components(root, binDir, cpBin, dir, kubeconfig string, wh *controlplane.We
 				return identity(coreNamespace, coreAccount, filepath.Join(root, "config", "rbac", "role.yaml"), coreKubeconfig)(ctx, cp)
 			},
 			started: func(ctx context.Context, cp *controlplane.ControlPlane) error {
-				if err := waitForTLS(ctx, net.JoinHostPort(wh.Host, strconv.Itoa(wh.Port))); err != nil {
+				if err := controlplane.WaitForTLS(ctx, net.JoinHostPort(wh.Host, strconv.Itoa(wh.Port))); err != nil {
 					return err
 				}
 				return wh.Install(cp.Config)
@@ -144,42 +142,11 @@ func prepareMetalLB(ctx context.Context, cp *controlplane.ControlPlane) error {
 // bytes the chart ships: service-pins with its binding and params, and
 // class-parameters with its binding.
 func installServicePins(ctx context.Context, cp *controlplane.ControlPlane) error {
-	s, err := policies.LoadServicePins()
-	if err != nil {
-		return err
-	}
-	cl, err := policies.LoadClassParameters()
-	if err != nil {
-		return err
-	}
 	c, err := client.New(cp.Config, client.Options{})
 	if err != nil {
 		return err
 	}
-	for _, obj := range []client.Object{s.Params, s.Policy, s.Binding, cl.Policy, cl.Binding} {
-		if err := c.Create(ctx, obj); client.IgnoreAlreadyExists(err) != nil {
-			return fmt.Errorf("creating %s: %w", obj.GetName(), err)
-		}
-	}
-	return nil
-}
-
-// waitForTLS waits until something answers TLS on addr: the webhook server
-// is up and its configurations may be installed.
-func waitForTLS(ctx context.Context, addr string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // only probing that the server is up
-		if err == nil {
-			return conn.Close()
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("webhook server on %s: %w", addr, err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
+	return policies.Install(ctx, c)
 }
 
 // installTenantRoles applies the core chart's ClusterRoles that aggregate

@@ -71,6 +71,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -82,6 +83,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -200,7 +202,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil || !ours {
 		return reconcile.Result{}, err
 	}
-	err = r.execute(ctx, &a, decide(s))
+	p := decide(s)
+	if p.status != nil && p.status.Phase == v1alpha1.AddressConflict && a.Status.Phase != v1alpha1.AddressConflict {
+		// A Conflict is declared on what the API server shows: each kind
+		// is watched apart, so the cache may show the address newer than
+		// a Service (a holder just let go of, still holding).
+		if err := r.refresh(ctx, &s); err != nil {
+			return reconcile.Result{}, err
+		}
+		p = decide(s)
+	}
+	err = r.execute(ctx, &a, p)
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		// Either the cache has yet to show the placeholder just created, or
@@ -216,6 +228,63 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return retry.Again()
 	}
 	return reconcile.Result{}, err
+}
+
+// refresh reads every Service of the snapshot again from the API server,
+// and keeps in each role only those that still play it.
+func (r *Reconciler) refresh(ctx context.Context, s *snapshot) error {
+	if r.APIReader == nil {
+		return nil
+	}
+	fresh := map[types.UID]*corev1.Service{}
+	again := func(list []*corev1.Service, plays func(*corev1.Service) bool) ([]*corev1.Service, error) {
+		var out []*corev1.Service
+		for _, svc := range list {
+			live, seen := fresh[svc.UID]
+			if !seen {
+				var got corev1.Service
+				switch err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(svc), &got); {
+				case err == nil && got.UID == svc.UID:
+					t, _ := metallb.TransformService(&got)
+					live = t.(*corev1.Service)
+				case err != nil && !apierrors.IsNotFound(err):
+					return nil, err
+				}
+				fresh[svc.UID] = live
+			}
+			if live != nil && plays(live) {
+				out = append(out, live)
+			}
+		}
+		return out, nil
+	}
+	var err error
+	if s.holders, err = again(s.holders, func(svc *corev1.Service) bool { return metallb.Holds(svc, s.ip) }); err != nil {
+		return err
+	}
+	if s.requesters, err = again(s.requesters, func(svc *corev1.Service) bool { return slices.Contains(metallb.RequestedIPs(svc), s.ip) }); err != nil {
+		return err
+	}
+	if s.pinned, err = again(s.pinned, func(svc *corev1.Service) bool { return stillHeld(svc, s.ip) }); err != nil {
+		return err
+	}
+	if s.candidates, err = again(s.candidates, func(svc *corev1.Service) bool {
+		return s.claim != nil && svc.Annotations[v1alpha1.AnnotationIPAddressClaim] == s.claim.Name
+	}); err != nil {
+		return err
+	}
+	for ip, ph := range s.placeholders {
+		live, err := again([]*corev1.Service{ph}, func(*corev1.Service) bool { return true })
+		if err != nil {
+			return err
+		}
+		if len(live) == 0 {
+			delete(s.placeholders, ip)
+		} else {
+			s.placeholders[ip] = live[0]
+		}
+	}
+	return nil
 }
 
 // squatted reports whether the Service named like the placeholder of
@@ -399,6 +468,7 @@ func patch(ctx context.Context, c client.Client, from, to *corev1.Service) error
 // (a pass only plans writes whose preconditions it saw), the address
 // status, then the finalizer's removal; events last.
 func (r *Reconciler) execute(ctx context.Context, a *v1alpha1.IPAddress, p plan) error {
+	logPlan(ctx, a, p)
 	if p.addFinalizer {
 		controllerutil.AddFinalizer(a, metallb.FinalizerTeardown)
 		if err := r.Client.Update(ctx, a); err != nil {
@@ -446,4 +516,26 @@ func (r *Reconciler) execute(ctx context.Context, a *v1alpha1.IPAddress, p plan)
 		r.Recorder.Emit(e.object, e.eventType, e.reason, e.message, e.once)
 	}
 	return nil
+}
+
+// logPlan writes the plan to the debug log (--zap-log-level=debug): what
+// the driver did to which Service and why is then readable after the fact.
+func logPlan(ctx context.Context, a *v1alpha1.IPAddress, p plan) {
+	log := logf.FromContext(ctx).V(1)
+	if !log.Enabled() {
+		return
+	}
+	for _, svc := range p.create {
+		log.Info("creating placeholder", "address", a.Name, "service", client.ObjectKeyFromObject(svc))
+	}
+	for _, e := range p.update {
+		diff, _ := client.MergeFrom(e.from).Data(e.to)
+		log.Info("patching Service", "address", a.Name, "service", client.ObjectKeyFromObject(e.from), "patch", string(diff))
+	}
+	for _, svc := range p.remove {
+		log.Info("deleting placeholder", "address", a.Name, "service", client.ObjectKeyFromObject(svc))
+	}
+	if p.status != nil {
+		log.Info("writing status", "address", a.Name, "phase", p.status.Phase, "associatedTo", p.status.AssociatedTo, "holding", p.status.Holding)
+	}
 }

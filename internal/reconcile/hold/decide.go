@@ -217,7 +217,44 @@ func workload(s snapshot, p *plan) *corev1.Service {
 			"Service has no %s family; %s of IPAddressClaim %s is not attached and stays reserved", family(s.ip), s.ip, s.claim.Name))
 		return nil
 	}
+	if missing := unclaimedFamilies(s.claim, cands[0]); len(missing) > 0 {
+		// MetalLB assigns pinned addresses only when they cover every
+		// family of the Service: a pin of fewer would be refused, and
+		// would take from the Service what it holds.
+		p.events = append(p.events, warningOnce(cands[0], metallb.ReasonFamilyNotAttached,
+			"Service has the %s family and IPAddressClaim %s claims no address of it; MetalLB assigns pinned addresses only when they cover every family of the Service, so the claim's addresses are not attached and stay reserved (claim Dual, or make the Service SingleStack)",
+			strings.Join(missing, " and "), s.claim.Name))
+		return nil
+	}
+	if !coversFamilies(s, cands[0]) {
+		return nil // a family the claim requests is not bound yet
+	}
 	return cands[0]
+}
+
+// unclaimedFamilies are the families of svc that claim requests no
+// address of.
+func unclaimedFamilies(claim *v1alpha1.IPAddressClaim, svc *corev1.Service) []string {
+	var missing []string
+	for _, f := range svc.Spec.IPFamilies {
+		if !slices.Contains(claim.Spec.Family.Families(), v1alpha1.IPFamily(f)) {
+			missing = append(missing, string(f))
+		}
+	}
+	return missing
+}
+
+// coversFamilies reports whether the claim has an associable address of
+// every family of svc: only then does MetalLB take the pin.
+func coversFamilies(s snapshot, svc *corev1.Service) bool {
+	for _, f := range svc.Spec.IPFamilies {
+		if !slices.ContainsFunc(s.siblings, func(a *v1alpha1.IPAddress) bool {
+			return associable(a) && binding.Family(a) == v1alpha1.IPFamily(f)
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 // pinnedWith reports whether the driver's marker on svc names ip.

@@ -122,8 +122,10 @@ func pool(ranges ...string) metallb.Class {
 var inPool = pool("203.0.113.0/24", "2001:db8::/64")
 
 type world struct {
-	address      *v1alpha1.IPAddress
-	claim        bool
+	address *v1alpha1.IPAddress
+	claim   bool
+	// family is the claim's (default IPv4).
+	family       v1alpha1.IPFamily
 	siblings     []*v1alpha1.IPAddress
 	services     []*corev1.Service
 	placeholders []*corev1.Service
@@ -151,7 +153,7 @@ func snapshotOf(w world) snapshot {
 		s.covering = w.covering
 	}
 	if w.claim {
-		s.claim = &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: claimID}}
+		s.claim = &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: claimID}, Spec: v1alpha1.IPAddressClaimSpec{Family: w.family}}
 		s.siblings = append([]*v1alpha1.IPAddress{w.address}, w.siblings...)
 	}
 	for _, p := range w.placeholders {
@@ -284,6 +286,8 @@ func singleStack(f corev1.IPFamily) func(*corev1.Service) {
 	return func(s *corev1.Service) { s.Spec.IPFamilies = []corev1.IPFamily{f} }
 }
 
+func dualStack(s *corev1.Service) { s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} }
+
 // The table mirrors contract §7: obligations 2 (provisioned addresses
 // carry the driver's finalizer), 4 (teardown), 5 (association) and 6
 // (Conflict and Lost); each name starts with its obligation.
@@ -376,6 +380,17 @@ func TestDecide(t *testing.T) {
 				services:     []*corev1.Service{svc(ns, "a", naming("web"), singleStack(corev1.IPv4Protocol), pinnedBy(v4), holding(v4))},
 				placeholders: []*corev1.Service{ph(v6, key, holding(v6))}},
 			want: outcome{phase: v1alpha1.AddressBound, events: []string{"Warning FamilyNotAttached tenant/a"}}},
+		{name: "7-5 a dual-stack Service naming an IPv4 claim is not pinned (MetalLB would refuse the pin), with a warning",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, family: v1alpha1.IPv4,
+				services:     []*corev1.Service{svc(ns, "a", naming("web"), dualStack)},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressBound, events: []string{"Warning FamilyNotAttached tenant/a"}}},
+		{name: "7-5 a dual-stack Service naming a Dual claim is not pinned while its IPv6 address is still Pending",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, family: v1alpha1.Dual,
+				siblings:     []*v1alpha1.IPAddress{addr(v6, v1alpha1.AddressPending)},
+				services:     []*corev1.Service{svc(ns, "a", naming("web"), dualStack)},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressBound}},
 		{name: "7-5 a Service re-pointed from another claim while it holds that claim's address gets nothing; the holder keeps this one",
 			w: world{address: addr(v4, v1alpha1.AddressBound, associated("t")), claim: true,
 				services: []*corev1.Service{svc(ns, "t", naming("web"), later, pinnedBy(v4), holding(v4)),
