@@ -149,11 +149,10 @@ func (s *system) idleWrites(ctx context.Context, window time.Duration) (int, map
 		s.t.Error(err)
 		return -1, nil
 	}
-	total, by := 0, map[string]int{}
-	for k, n := range after {
-		if d := n - before[k]; d > 0 {
-			by[k], total = d, total+d
-		}
+	by := diff(before, after)
+	total := 0
+	for _, n := range by {
+		total += n
 	}
 	return total, by
 }

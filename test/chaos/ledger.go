@@ -56,8 +56,9 @@ type Ledger struct {
 	claims    map[types.UID]*claimState
 	addresses map[netip.Addr]*v1alpha1.IPAddress
 	services  map[string]*corev1.Service // by namespace/name
-	// held are the driver addresses some Service has held.
-	held map[netip.Addr]bool
+	// held are the driver addresses some Service has held, and the
+	// Services that held each last.
+	held map[netip.Addr][]string
 	// given are the Services given their claim's address: key → claim key.
 	given map[string]string
 	// history is each Service's and claim's last states, for the notes.
@@ -85,7 +86,7 @@ func NewLedger(namespace string, driven func(class string) bool) *Ledger {
 	return &Ledger{
 		Namespace: namespace, Driven: driven,
 		claims: map[types.UID]*claimState{}, addresses: map[netip.Addr]*v1alpha1.IPAddress{},
-		services: map[string]*corev1.Service{}, held: map[netip.Addr]bool{}, given: map[string]string{}, history: map[string][]string{},
+		services: map[string]*corev1.Service{}, held: map[netip.Addr][]string{}, given: map[string]string{}, history: map[string][]string{},
 		Violations: map[string]int{},
 	}
 }
@@ -181,6 +182,12 @@ func (l *Ledger) Address(a *v1alpha1.IPAddress, gone bool) {
 	if err != nil || !l.Driven(a.Spec.ClassName) {
 		return
 	}
+	var holding []string
+	for _, r := range recordedRefs(a) {
+		holding = append(holding, r.Namespace+"/"+r.Name)
+	}
+	l.remember(a.Name, fmt.Sprintf("rv=%s gone=%v deleting=%v phase=%s claimRef=%v associatedTo=%v holding=%v", a.ResourceVersion, gone,
+		a.DeletionTimestamp != nil, a.Status.Phase, a.Spec.ClaimRef, a.Status.AssociatedTo, holding))
 	if gone {
 		delete(l.addresses, ip)
 		delete(l.held, ip)
@@ -259,9 +266,17 @@ func (l *Ledger) judgeServices() {
 		hs := holders[ip]
 		switch {
 		case len(hs) > 0:
-			l.held[ip] = true
-		case l.held[ip] && a.DeletionTimestamp == nil:
-			l.violate(Unheld, "%s (%s) is held by nobody", ip, a.Name)
+			l.held[ip] = l.held[ip][:0]
+			for _, svc := range hs {
+				l.held[ip] = append(l.held[ip], svc.Namespace+"/"+svc.Name)
+			}
+		case l.held[ip] != nil && a.DeletionTimestamp == nil:
+			var last []string
+			for _, k := range l.held[ip] {
+				last = append(last, k+": "+strings.Join(l.history[k], "\n    "))
+			}
+			l.violate(Unheld, "%s (%s) is held by nobody\n  address: %s\n  last held by: %s", ip, a.Name,
+				strings.Join(l.history[a.Name], "\n    "), strings.Join(last, "\n  "))
 			delete(l.held, ip) // once per gap
 		}
 		for _, svc := range hs {
@@ -282,15 +297,20 @@ func (l *Ledger) judgeServices() {
 
 // recorded reports whether the address's holding record names svc.
 func recorded(a *v1alpha1.IPAddress, svc *corev1.Service) bool {
+	return slices.ContainsFunc(recordedRefs(a), func(r v1alpha1.HeldReference) bool { return r.UID == svc.UID })
+}
+
+// recordedRefs are the Services the address's holding record names.
+func recordedRefs(a *v1alpha1.IPAddress) []v1alpha1.HeldReference {
 	h := a.Status.Holding
 	if h == nil {
-		return false
+		return nil
 	}
 	refs := slices.Clone(h.From)
 	if h.Workload != nil {
 		refs = append(refs, *h.Workload)
 	}
-	return slices.ContainsFunc(refs, func(r v1alpha1.HeldReference) bool { return r.UID == svc.UID })
+	return refs
 }
 
 func claimKey(svc *corev1.Service) string {

@@ -17,18 +17,44 @@ import (
 	"github.com/cozystack/address-controller/internal/metallb"
 )
 
-// quiescent waits until nothing is left to do, and returns how long that
-// took; on timeout, what is still wrong.
+// quiescent waits until nothing is left to do — everything as it must be
+// (unsettled) and no controller writing for five seconds — and returns how
+// long that took; on timeout, what is still wrong.
 func (s *system) quiescent(ctx context.Context, limit time.Duration) (time.Duration, []string) {
 	start := time.Now()
 	var problems []string
-	for time.Since(start) < limit {
+	for time.Since(start) < limit && ctx.Err() == nil {
+		if problems = s.unsettled(ctx); len(problems) > 0 {
+			sleep(ctx, time.Second)
+			continue
+		}
+		before, err := s.writes(ctx)
+		sleep(ctx, 5*time.Second)
+		after, err2 := s.writes(ctx)
+		if err != nil || err2 != nil {
+			problems = []string{fmt.Sprint("reading the API server's metrics: ", err, err2)}
+			continue
+		}
+		if d := diff(before, after); len(d) > 0 {
+			problems = []string{fmt.Sprintf("still writing: %v", d)}
+			continue
+		}
 		if problems = s.unsettled(ctx); len(problems) == 0 {
 			return time.Since(start), nil
 		}
-		sleep(ctx, time.Second)
 	}
 	return time.Since(start), problems
+}
+
+// diff is what grew from before to after.
+func diff(before, after map[string]int) map[string]int {
+	d := map[string]int{}
+	for k, n := range after {
+		if n > before[k] {
+			d[k] = n - before[k]
+		}
+	}
+	return d
 }
 
 // unsettled lists what is not as it must be once faults and churn have

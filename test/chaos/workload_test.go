@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -180,11 +181,17 @@ func (w *workload) annotate(ctx context.Context, svc *corev1.Service, value stri
 	return w.s.tenant.Patch(ctx, svc, client.RawPatch(types.MergePatchType, []byte(patch)))
 }
 
+// do counts an operation, and a refused one by the reason the API server
+// gave (a webhook failing closed is an InternalError).
 func (w *workload) do(op string, err error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err != nil {
-		op += " (refused)"
+		reason := string(apierrors.ReasonForError(err))
+		if reason == "" {
+			reason = "no answer"
+		}
+		op += " (refused: " + reason + ")"
 	}
 	w.ops[op]++
 }

@@ -161,7 +161,7 @@ func (r *Reconciler) forService(ctx context.Context, o client.Object) []reconcil
 	if claim := svc.Annotations[v1alpha1.AnnotationIPAddressClaim]; claim != "" {
 		reqs = append(reqs, index.AddressesOfClaim(ctx, r.Client, svc.Namespace, claim)...)
 	}
-	ips := append(metallb.ParseIPs(svc.Annotations[metallb.AnnotationPinned]), metallb.IngressIPs(svc)...)
+	ips := append(marker(svc), metallb.IngressIPs(svc)...)
 	for _, ip := range append(ips, metallb.RequestedIPs(svc)...) {
 		reqs = append(reqs, addressRequest(ip))
 	}
@@ -357,7 +357,7 @@ func (r *Reconciler) gather(ctx context.Context, a *v1alpha1.IPAddress) (s snaps
 		}
 	}
 	for _, svc := range s.pinned {
-		ips = append(ips, metallb.DriverPinned(svc)...)
+		ips = append(ips, marker(svc)...)
 	}
 	return s, true, r.gatherPlaceholders(ctx, &s, ips)
 }
@@ -427,7 +427,7 @@ func (r *Reconciler) gatherPlaceholders(ctx context.Context, s *snapshot, ips []
 		var a v1alpha1.IPAddress
 		switch err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &a); {
 		case err == nil:
-			s.reserved[ip] = a.DeletionTimestamp == nil
+			s.reserved[ip] = stillReserved(&a)
 		case apierrors.IsNotFound(err):
 			s.reserved[ip] = false
 		default:

@@ -45,9 +45,9 @@ type snapshot struct {
 	// pinned are the Services carrying the driver's pin of the address.
 	pinned []*corev1.Service
 	// placeholders are the placeholders of every address this pass may
-	// hand off: this one's, its siblings', and those of every address a
-	// pinned Service pins. reserved tells which of those addresses are
-	// still live IPAddresses.
+	// hand off: this one's, its siblings', and those of every address of a
+	// pinned Service's marker. reserved tells which of those addresses the
+	// driver still holds (stillReserved).
 	placeholders map[netip.Addr]*corev1.Service
 	reserved     map[netip.Addr]bool
 	now          time.Time
@@ -259,14 +259,27 @@ func coversFamilies(s snapshot, svc *corev1.Service) bool {
 
 // pinnedWith reports whether the driver's marker on svc names ip.
 func pinnedWith(svc *corev1.Service, ip netip.Addr) bool {
-	return slices.Contains(metallb.ParseIPs(svc.Annotations[metallb.AnnotationPinned]), ip)
+	return slices.Contains(marker(svc), ip)
+}
+
+// marker are the addresses the driver's marker on svc names: every address
+// it pinned there and has not let go of, the pin withdrawn or not.
+func marker(svc *corev1.Service) []netip.Addr {
+	return metallb.ParseIPs(svc.Annotations[metallb.AnnotationPinned])
+}
+
+// stillReserved reports whether the driver still holds address a: it is
+// not being deleted, or its teardown (which takes it back from its
+// Services first) has yet to finish.
+func stillReserved(a *v1alpha1.IPAddress) bool {
+	return a.DeletionTimestamp == nil || controllerutil.ContainsFinalizer(a, metallb.FinalizerTeardown)
 }
 
 // othersPinned are the addresses the driver's marker on svc names that are
 // not the claim's.
 func othersPinned(s snapshot, svc *corev1.Service) []netip.Addr {
 	var other []netip.Addr
-	for _, ip := range metallb.ParseIPs(svc.Annotations[metallb.AnnotationPinned]) {
+	for _, ip := range marker(svc) {
 		if !slices.ContainsFunc(s.siblings, func(a *v1alpha1.IPAddress) bool { return a.Spec.Address == ip.String() }) {
 			other = append(other, ip)
 		}
@@ -400,7 +413,9 @@ func hold(s snapshot, p *plan) {
 			return
 		}
 		for _, o := range s.pinned {
-			p.letGo(o)
+			if safeToUnpin(s, o) {
+				p.letGo(o)
+			}
 		}
 		return
 	}
@@ -423,7 +438,7 @@ func hold(s snapshot, p *plan) {
 		p.edit(ph, updatedPlaceholder(ph, want))
 	default:
 		for _, old := range s.pinned {
-			if metallb.DriverPinned(old) == nil || safeToUnpin(s, old) {
+			if safeToUnpin(s, old) {
 				p.letGo(old)
 			}
 		}
@@ -479,11 +494,16 @@ func soleHolder(s snapshot, ph *corev1.Service) bool {
 	return true
 }
 
-// safeToUnpin reports whether withdrawing old's pin frees none of the
-// addresses it holds: each is held by its placeholder too, or is no
-// longer reserved.
+// safeToUnpin reports whether letting go of old frees none of the
+// addresses the driver pinned to it: each one old still holds is held by
+// its placeholder too, or is no longer reserved. Every address of the
+// marker counts, the pin withdrawn or not: the sharing key is one per
+// Service, so a pass over one address that withdrew it while another
+// address is not yet back on its placeholder would take that one from
+// the placeholder's share — and the other address's pass would give it
+// back, for ever.
 func safeToUnpin(s snapshot, old *corev1.Service) bool {
-	for _, ip := range metallb.DriverPinned(old) {
+	for _, ip := range marker(old) {
 		if !metallb.Holds(old, ip) || !s.reserved[ip] {
 			continue
 		}

@@ -160,7 +160,7 @@ func snapshotOf(w world) snapshot {
 		s.placeholders[netip.MustParseAddr(p.Annotations[metallb.AnnotationLoadBalancerIPs])] = p
 	}
 	for _, a := range append([]*v1alpha1.IPAddress{w.address}, w.siblings...) {
-		s.reserved[netip.MustParseAddr(a.Spec.Address)] = a.DeletionTimestamp == nil
+		s.reserved[netip.MustParseAddr(a.Spec.Address)] = stillReserved(a)
 	}
 	for _, x := range append(append([]*corev1.Service{}, w.services...), w.placeholders...) {
 		if metallb.Holds(x, ip) {
@@ -172,7 +172,7 @@ func snapshotOf(w world) snapshot {
 		if slices.Contains(metallb.RequestedIPs(x), ip) {
 			s.requesters = append(s.requesters, x)
 		}
-		for _, p := range metallb.ParseIPs(x.Annotations[metallb.AnnotationPinned]) {
+		for _, p := range marker(x) {
 			if p == ip {
 				s.pinned = append(s.pinned, x)
 			}
@@ -340,6 +340,16 @@ func TestDecide(t *testing.T) {
 				services:     []*corev1.Service{svc(ns, "a", withdrawn(v4), annotated(metallb.AnnotationAllowSharedIP, key), holding(v4))},
 				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
 			want: outcome{update: []string{"tenant/a pinned=" + v4 + " finalizer"}, phase: v1alpha1.AddressBound}},
+		{name: "7-4 a Dual teardown keeps the Service's key while its other address is not yet back on its placeholder",
+			w: world{address: addr(v6, v1alpha1.AddressBound, deleting), siblings: []*v1alpha1.IPAddress{addr(v4, v1alpha1.AddressBound, deleting)},
+				services: []*corev1.Service{svc(ns, "a", withdrawn(dual), annotated(metallb.AnnotationAllowSharedIP, key), holding(v4, v6))},
+				placeholders: []*corev1.Service{ph(v6, key, holding(v6)), ph(v4, key)}},
+			want: outcome{phase: v1alpha1.AddressBound}},
+		{name: "7-4 ...and withdraws it once both are",
+			w: world{address: addr(v6, v1alpha1.AddressBound, deleting), siblings: []*v1alpha1.IPAddress{addr(v4, v1alpha1.AddressBound, deleting)},
+				services: []*corev1.Service{svc(ns, "a", withdrawn(dual), annotated(metallb.AnnotationAllowSharedIP, key), holding(v4, v6))},
+				placeholders: []*corev1.Service{ph(v6, key, holding(v6)), ph(v4, key, holding(v4))}},
+			want: outcome{update: []string{"tenant/a pinned=" + dual + " finalizer"}, phase: v1alpha1.AddressBound}},
 		{name: "7-4 teardown deletes the placeholder",
 			w:    world{address: addr(v4, v1alpha1.AddressReleased, deleting), placeholders: []*corev1.Service{ph(v4, "", holding(v4))}},
 			want: outcome{remove: []string{ph4}, removeFinalizer: true, phase: v1alpha1.AddressReleased}},

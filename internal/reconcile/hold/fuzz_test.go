@@ -302,7 +302,7 @@ func gatherFrom(w fuzzWorld) snapshot {
 	switch h := a.Status.Holding; {
 	case h == nil && a.Status.AssociatedTo != nil:
 		for _, x := range w.services {
-			if slices.Contains(metallb.ParseIPs(x.Annotations[metallb.AnnotationPinned]), ip) {
+			if slices.Contains(marker(x), ip) {
 				s.pinned = append(s.pinned, x)
 			}
 		}
@@ -319,7 +319,7 @@ func gatherFrom(w fuzzWorld) snapshot {
 		ips = append(ips, netip.MustParseAddr(x.Spec.Address))
 	}
 	for _, x := range s.pinned {
-		ips = append(ips, metallb.DriverPinned(x)...)
+		ips = append(ips, marker(x)...)
 	}
 	for _, p := range ips {
 		if _, seen := s.reserved[p]; seen {
@@ -328,7 +328,7 @@ func gatherFrom(w fuzzWorld) snapshot {
 		s.reserved[p] = w.otherReserved
 		for _, x := range addresses {
 			if x.Spec.Address == p.String() {
-				s.reserved[p] = x.DeletionTimestamp == nil
+				s.reserved[p] = stillReserved(x)
 			}
 		}
 		name, _ := v1alpha1.IPAddressName(p.String())
@@ -546,7 +546,7 @@ func FuzzDecide(f *testing.F) {
 		}
 		for _, e := range p.update {
 			if !isPh(e.from) && stillHeld(e.from, s.ip) && !stillHeld(e.to, s.ip) {
-				for _, held := range metallb.ParseIPs(e.from.Annotations[metallb.AnnotationPinned]) {
+				for _, held := range marker(e.from) {
 					if metallb.Holds(e.from, held) {
 						t.Fatalf("releases %s/%s while it holds %s", e.from.Namespace, e.from.Name, held)
 					}

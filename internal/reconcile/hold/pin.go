@@ -84,7 +84,7 @@ func release(svc *corev1.Service) *corev1.Service {
 // pinned to the others alone.
 func orphan(svc *corev1.Service, name string) *corev1.Service {
 	var rest []netip.Addr
-	for _, ip := range metallb.ParseIPs(svc.Annotations[metallb.AnnotationPinned]) {
+	for _, ip := range marker(svc) {
 		if n, _ := v1alpha1.IPAddressName(ip.String()); n != name {
 			rest = append(rest, ip)
 		}
@@ -120,7 +120,7 @@ func letGo(svc *corev1.Service) *corev1.Service {
 	if metallb.DriverPinned(svc) != nil || strings.HasPrefix(svc.Annotations[metallb.AnnotationAllowSharedIP], sharingKeyPrefix) {
 		return withdraw(svc)
 	}
-	for _, ip := range metallb.ParseIPs(svc.Annotations[metallb.AnnotationPinned]) {
+	for _, ip := range marker(svc) {
 		if metallb.Holds(svc, ip) {
 			return nil
 		}
