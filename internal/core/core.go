@@ -54,7 +54,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		}
 	}
 	rec := recorder.New(mgr.GetEventRecorder(EventSource))
-	if err := (&claim.Reconciler{Client: mgr.GetClient(), Recorder: rec}).SetupWithManager(mgr, opts.ClaimWorkers); err != nil {
+	if err := (&claim.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec}).SetupWithManager(mgr, opts.ClaimWorkers); err != nil {
 		return err
 	}
 	if err := (&address.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec}).SetupWithManager(mgr, opts.AddressWorkers); err != nil {

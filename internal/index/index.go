@@ -36,6 +36,14 @@ const (
 	ServiceUnclaimed = "unclaimed"
 )
 
+// The IPAddress CRD's selectable fields: the API server selects on them
+// (a read past the cache); the cache's own indexes are above.
+const (
+	SelectableClassName      = "spec.className"
+	SelectableClaimNamespace = "spec.claimRef.namespace"
+	SelectableClaimName      = "spec.claimRef.name"
+)
+
 // Unclaimed is the only key of ServiceUnclaimed.
 const Unclaimed = "true"
 

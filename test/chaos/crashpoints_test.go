@@ -86,9 +86,9 @@ func TestCrashPoints(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
 	defer cancel()
 	var proxy *crashProxy
-	s := newSystem(t, ctx, options{managers: 1, drivers: 1, proxy: func(apiServer string, cfg *rest.Config) string {
+	s := newSystem(t, ctx, options{managers: 1, drivers: 1, proxy: func(apiServer string, cfg *rest.Config) (string, []byte) {
 		proxy = newCrashProxy(t, apiServer, cfg)
-		return proxy.url
+		return proxy.url, proxy.ca
 	}})
 	sw := &sweep{s: s, p: proxy, ctx: ctx}
 	sw.setup()
@@ -186,21 +186,24 @@ func (sw *sweep) run(sc scenario) ([]string, int, error) {
 			if err != nil {
 				return wrote, n - 1, fmt.Errorf("%s did not end: %w", id, err)
 			}
-			return wrote, n - 1, nil // the sequence has fewer than n writes
+			return wrote, n - 1, sw.cleanup(id) // the sequence has fewer than n writes
 		}
 		sleep(sw.ctx, 200*time.Millisecond)
 		sw.s.start(sc.writer.process)
 		if err := sw.until(60*time.Second, func() error { return sc.done(sw, id) }); err != nil {
 			return wrote, n - 1, fmt.Errorf("crashed after write %d (%s), %s did not end: %w", n, wrote[n-1], id, err)
 		}
+		if err := sw.cleanup(id); err != nil {
+			return wrote, n, fmt.Errorf("cleaning up: %w", err)
+		}
 	}
 	return nil, maxWrites, fmt.Errorf("more than %d writes", maxWrites)
 }
 
-// quiet is done, and no binary wrote for the last second and a half; with
+// quiet is done, and no binary wrote for the last second; with
 // before, done must not hold yet (the setup of a run is not its end).
 func (sw *sweep) quiet(done func(*sweep, string) error, id string, before bool) error {
-	if !sw.p.quietFor(1500 * time.Millisecond) {
+	if !sw.p.quietFor(time.Second) {
 		return errors.New("writes still under way")
 	}
 	if before {
@@ -226,6 +229,60 @@ func (sw *sweep) until(d time.Duration, f func() error) error {
 
 func nothing(*sweep, string) error { return nil }
 
+// write does a write of the harness, retried while the API server cannot
+// call the webhooks (the manager just killed is starting again).
+func (sw *sweep) write(f func() error) error {
+	var err error
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err = f(); !apierrors.IsInternalError(err) || time.Now().After(deadline) {
+			return err
+		}
+		sleep(sw.ctx, 200*time.Millisecond)
+	}
+}
+
+func (sw *sweep) create(c client.Client, obj client.Object) error {
+	return sw.write(func() error { return c.Create(sw.ctx, obj) })
+}
+
+// cleanup deletes what a run of id made and waits until it is gone, so
+// that the next run meets a system as small as the first did.
+func (sw *sweep) cleanup(id string) error {
+	for _, obj := range []client.Object{
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: id}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: id + "-b"}},
+		&v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: id}},
+	} {
+		if err := sw.write(func() error { return client.IgnoreNotFound(sw.s.tenant.Delete(sw.ctx, obj)) }); err != nil {
+			return err
+		}
+	}
+	return sw.until(60*time.Second, func() error {
+		var addrs v1alpha1.IPAddressList
+		if err := sw.s.admin.List(sw.ctx, &addrs); err != nil {
+			return err
+		}
+		for _, a := range addrs.Items {
+			if ref := a.Spec.ClaimRef; ref != nil && ref.Name == id || a.Labels["sweep"] == id {
+				if a.Status.Phase == v1alpha1.AddressReleased && a.DeletionTimestamp == nil {
+					if err := sw.write(func() error { return client.IgnoreNotFound(sw.s.admin.Delete(sw.ctx, &a)) }); err != nil {
+						return err
+					}
+				}
+				return fmt.Errorf("address %s of %s is still there", a.Name, id)
+			}
+		}
+		for _, name := range []string{id, id + "-b"} {
+			if _, err := sw.service(name); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("Service %s is still there (%v)", name, err)
+			}
+		}
+		_, err := sw.claim(id)
+		return want(apierrors.IsNotFound(err), "claim %s is still there (%v)", id, err)
+	})
+}
+
 // staticAddress pre-provisions an address of the static class, as an
 // admin does, and waits until it is Available.
 func (sw *sweep) staticAddress(id string) error {
@@ -235,7 +292,7 @@ func (sw *sweep) staticAddress(id string) error {
 	a := &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"sweep": id}},
 		Spec: v1alpha1.IPAddressSpec{Address: ip, ClassName: sweepStatic, ReclaimPolicy: v1alpha1.ReclaimRetain,
 			Source: v1alpha1.AddressSource{FromClass: &v1alpha1.FromClassSource{}}}}
-	if err := sw.s.admin.Create(sw.ctx, a); err != nil {
+	if err := sw.create(sw.s.admin, a); err != nil {
 		return err
 	}
 	return sw.until(30*time.Second, func() error {
@@ -247,7 +304,7 @@ func (sw *sweep) staticAddress(id string) error {
 }
 
 func (sw *sweep) staticClaim(id string) error {
-	return sw.s.tenant.Create(sw.ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: id},
+	return sw.create(sw.s.tenant, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: id},
 		Spec: v1alpha1.IPAddressClaimSpec{ClassName: sweepStatic, Family: v1alpha1.IPv4}})
 }
 
@@ -262,12 +319,14 @@ func (sw *sweep) staticClaimBound(id string) error {
 }
 
 func (sw *sweep) lbClaim(id string) error {
-	return sw.s.tenant.Create(sw.ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: id},
+	return sw.create(sw.s.tenant, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: id},
 		Spec: v1alpha1.IPAddressClaimSpec{ClassName: sweepLB, Family: v1alpha1.Dual}})
 }
 
 func (sw *sweep) deleteClaim(id string) error {
-	return sw.s.tenant.Delete(sw.ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: id}})
+	return sw.write(func() error {
+		return sw.s.tenant.Delete(sw.ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: id}})
+	})
 }
 
 // dualService is a dual-stack LoadBalancer Service opted out of
@@ -289,7 +348,7 @@ func (sw *sweep) claimAndService(id string) error {
 	if err := sw.until(30*time.Second, func() error { return sw.onPlaceholders(id) }); err != nil {
 		return err
 	}
-	return sw.s.tenant.Create(sw.ctx, dualService(id, 80, nil))
+	return sw.create(sw.s.tenant, dualService(id, 80, nil))
 }
 
 func (sw *sweep) claimAttached(id string) error {
@@ -306,7 +365,7 @@ func (sw *sweep) claimAttachedAndOther(id string) error {
 	if err := sw.claimAttached(id); err != nil {
 		return err
 	}
-	return sw.s.tenant.Create(sw.ctx, dualService(id+"-b", 443, nil))
+	return sw.create(sw.s.tenant, dualService(id+"-b", 443, nil))
 }
 
 func (sw *sweep) annotate(name, claim string) error {
@@ -315,8 +374,10 @@ func (sw *sweep) annotate(name, claim string) error {
 		value = fmt.Sprintf("%q", claim)
 	}
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%s}}}`, v1alpha1.AnnotationIPAddressClaim, value)
-	return sw.s.tenant.Patch(sw.ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: name}},
-		client.RawPatch(types.MergePatchType, []byte(patch)))
+	return sw.write(func() error {
+		return sw.s.tenant.Patch(sw.ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: name}},
+			client.RawPatch(types.MergePatchType, []byte(patch)))
+	})
 }
 
 func (sw *sweep) attach(id string) error { return sw.annotate(id, id) }
@@ -332,7 +393,7 @@ func (sw *sweep) move(id string) error {
 // autoService is a plain LoadBalancer Service the core auto-claims an
 // address of the driver's class for.
 func (sw *sweep) autoService(id string) error {
-	return sw.s.tenant.Create(sw.ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: id,
+	return sw.create(sw.s.tenant, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: id,
 		Annotations: map[string]string{v1alpha1.AnnotationIPAddressClass: sweepLB}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicySingleStack),
 			Ports: []corev1.ServicePort{{Port: 80}}}})

@@ -1,9 +1,9 @@
 package chaos
 
 import (
-	"context"
-	"net"
+	"encoding/pem"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
@@ -17,10 +17,14 @@ import (
 // crashProxy stands between the binaries and the API server and counts
 // each binary's writes; armed, it kills the binary right after the API
 // server has carried out its n-th write and before the binary learns the
-// outcome — the crash a write sequence must survive at every step.
+// outcome — the crash a write sequence must survive at every step. It
+// serves TLS (client-go sends credentials over nothing else) with a
+// certificate of its own, which the binaries' kubeconfigs trust.
 type crashProxy struct {
-	srv *http.Server
+	srv *httptest.Server
+	// url is where it serves, ca its certificate (PEM).
 	url string
+	ca  []byte
 
 	mu sync.Mutex
 	// writes counts each binary's writes (by user agent), lastWrite dates
@@ -39,9 +43,9 @@ type arm struct {
 	wrote []string
 }
 
-// newCrashProxy serves on a free loopback port, forwarding to apiServer
-// with cfg's transport (its CA); the binaries authenticate as themselves,
-// their bearer tokens passed through.
+// newCrashProxy serves on a loopback port, forwarding to apiServer with
+// cfg's CA; the binaries authenticate as themselves, their bearer tokens
+// passed through.
 func newCrashProxy(t *testing.T, apiServer string, cfg *rest.Config) *crashProxy {
 	target, err := url.Parse(apiServer)
 	if err != nil {
@@ -53,21 +57,19 @@ func newCrashProxy(t *testing.T, apiServer string, cfg *rest.Config) *crashProxy
 	}
 	p := &crashProxy{writes: map[string]int{}, arms: map[string]*arm{}}
 	rp := httputil.NewSingleHostReverseProxy(target)
-	rp.Transport = &http.Transport{TLSClientConfig: tlsCfg, ForceAttemptHTTP2: false, MaxIdleConnsPerHost: 64}
+	rp.Transport = &http.Transport{TLSClientConfig: tlsCfg, MaxIdleConnsPerHost: 64}
 	rp.FlushInterval = -1 // watches stream
 	rp.ModifyResponse = p.observe
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.url = "http://" + l.Addr().String()
-	p.srv = &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = p.srv.Serve(l) }()
+	// A killed binary breaks its connections: nothing to report.
+	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(http.StatusBadGateway) }
+	p.srv = httptest.NewUnstartedServer(rp)
+	p.srv.StartTLS()
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = p.srv.Shutdown(ctx)
+		p.srv.CloseClientConnections() // the binaries' watches would hold Close
+		p.srv.Close()
 	})
+	p.url = p.srv.URL
+	p.ca = pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: p.srv.Certificate().Raw})
 	return p
 }
 

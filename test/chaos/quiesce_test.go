@@ -78,6 +78,7 @@ func (s *system) unsettled(ctx context.Context) []string {
 	}
 	var out []string
 	out = append(out, claimsSettled(claims.Items)...)
+	out = append(out, bindingsSettled(claims.Items, addrs.Items)...)
 	out = append(out, booksSettled(addrs.Items, svcs.Items)...)
 	out = append(out, attachedSettled(claims.Items, svcs.Items)...)
 	return out
@@ -105,6 +106,29 @@ func claimsSettled(claims []v1alpha1.IPAddressClaim) []string {
 	}
 	if want := min(static, staticAddresses); staticBound != want {
 		out = append(out, fmt.Sprintf("%d of %d static claims are Bound, want %d (%d addresses)", staticBound, static, want, staticAddresses))
+	}
+	return out
+}
+
+// bindingsSettled: every address naming a claim is bound to it, by UID,
+// and reported in its status — nothing pre-bound and never accepted (a
+// leak: nobody would ever release it).
+func bindingsSettled(claims []v1alpha1.IPAddressClaim, addrs []v1alpha1.IPAddress) []string {
+	var out []string
+	live := map[string]*v1alpha1.IPAddressClaim{}
+	for i, c := range claims {
+		live[c.Namespace+"/"+c.Name] = &claims[i]
+	}
+	for _, a := range addrs {
+		ref := a.Spec.ClaimRef
+		if ref == nil || a.Status.Phase == v1alpha1.AddressReleased {
+			continue
+		}
+		c := live[ref.Namespace+"/"+ref.Name]
+		reported := c != nil && slices.ContainsFunc(c.Status.Addresses, func(ca v1alpha1.ClaimedAddress) bool { return ca.Name == a.Name })
+		if c == nil || ref.UID != c.UID || !reported {
+			out = append(out, fmt.Sprintf("address %s (%s) names claim %s/%s (uid %q) and is not its", a.Name, a.Status.Phase, ref.Namespace, ref.Name, ref.UID))
+		}
 	}
 	return out
 }

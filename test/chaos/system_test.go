@@ -62,9 +62,11 @@ type system struct {
 	logDir string // every process's output, one file each
 	admin  client.WithWatch
 	tenant client.Client
-	// apiServer is the URL the binaries reach the API server at: the API
-	// server itself, or a proxy in front of it (crash points).
+	// apiServer is the URL the binaries reach the API server at, and
+	// apiCA its CA: the API server itself, or a proxy in front of it
+	// (crash points).
 	apiServer string
+	apiCA     []byte
 
 	mu       sync.Mutex
 	procs    map[string]*process
@@ -93,8 +95,8 @@ type options struct {
 	managers, drivers int
 	leaderElection    bool
 	// proxy, if set, is put between the binaries and the API server: it
-	// returns the URL they are given instead.
-	proxy func(apiServer string, cfg *rest.Config) string
+	// returns the URL they are given instead, and its CA.
+	proxy func(apiServer string, cfg *rest.Config) (string, []byte)
 }
 
 // newSystem starts everything and returns once the webhooks and policies
@@ -133,7 +135,7 @@ func newSystem(t *testing.T, ctx context.Context, o options) *system {
 	}
 	s.apiServer = s.cp.Config.Host
 	if o.proxy != nil {
-		s.apiServer = o.proxy(s.cp.Config.Host, s.cp.Config)
+		s.apiServer, s.apiCA = o.proxy(s.cp.Config.Host, s.cp.Config)
 	}
 	s.setupTenant(scheme)
 
@@ -238,7 +240,7 @@ func (s *system) identity(root, ns, sa, roleFile string) string {
 			s.t.Fatal(err)
 		}
 		for _, c := range cfg.Clusters {
-			c.Server, c.CertificateAuthorityData = s.apiServer, nil
+			c.Server, c.CertificateAuthorityData = s.apiServer, s.apiCA
 		}
 		if kc, err = clientcmd.Write(*cfg); err != nil {
 			s.t.Fatal(err)

@@ -599,6 +599,36 @@ func TestDriver_7_5_DualClaimSingleStackService(t *testing.T) {
 	e.g.Expect(e.getClaim(e.g, "web").Status.Phase).To(Equal(v1alpha1.ClaimBound))
 }
 
+// Issue 13 (make chaos): MetalLB takes a pin only when it covers every
+// family of the Service, so a dual-stack Service naming an IPv4 claim is
+// never pinned — before the fix it was, MetalLB refused it over and over
+// (AllocationFailed) and the Service got nothing without being told why.
+// It gets a FamilyNotAttached event saying what to do, the address stays
+// on its placeholder, and re-made single-stack the Service is attached.
+func TestDriver_7_5_DualStackServiceNeedsEveryFamily(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28", e.v6(0)+"/120"), v1alpha1.ReclaimRetain)
+	e.createClaim("web", class)
+	ip := e.boundAddresses("web", 1)[0]
+	e.placeholderHolds(ip)
+	e.service("dual", naming("web"), dualStack)
+	e.eventually(func(g Gomega) {
+		g.Expect(e.events(g, "dual", metallbiad.ReasonFamilyNotAttached)).NotTo(BeEmpty())
+	})
+	e.consistently(2*time.Second, func(g Gomega) {
+		var svc corev1.Service
+		g.Expect(k8s.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "dual"}, &svc)).To(Succeed())
+		g.Expect(svc.Annotations).NotTo(HaveKey(metallbiad.AnnotationLoadBalancerIPs))
+		g.Expect(ingressOf(g, e.ns, "dual")).To(BeEmpty())
+		g.Expect(e.events(g, "dual", "AllocationFailed")).To(BeEmpty(), "MetalLB was never asked for what it refuses")
+	})
+	e.placeholderHolds(ip)
+
+	e.delete(&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "dual"}})
+	e.service("single", naming("web"))
+	e.heldBy(e.ns, "single", ip)
+}
+
 // Issue 11 defect 6: an address removed by force while attached leaves no
 // driver finalizer or pin on its Service, which deletes as usual.
 func TestDriver_7_4_ForcedAddressRemovalFreesItsService(t *testing.T) {

@@ -35,6 +35,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -69,8 +70,11 @@ import (
 
 // Reconciler binds claims (§4) and reclaims their addresses (§6).
 type Reconciler struct {
-	Client   client.Client
-	Recorder *recorder.Recorder
+	Client client.Client
+	// APIReader reads past the cache before a pass takes from a claim an
+	// address it reports (confirm).
+	APIReader client.Reader
+	Recorder  *recorder.Recorder
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
@@ -184,6 +188,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	p := decide(s)
+	if p.status != nil && degrades(claim.Status, *p.status) {
+		if err := r.confirm(ctx, &claim, &s); err != nil {
+			return reconcile.Result{}, err
+		}
+		p = decide(s)
+	}
 	err = r.execute(ctx, &claim, p)
 	if apierrors.IsConflict(err) {
 		// Another binder or a newer version won; the next pass re-reads.
@@ -191,6 +201,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return retry.Again()
 	}
 	return reconcile.Result{}, err
+}
+
+// confirm reads the addresses naming the claim again from the API server,
+// in place of the cache's: each kind is watched apart, and a binding
+// another binder (a previous leader) wrote may not have reached this
+// cache's addresses while the claim's status it wrote has.
+func (r *Reconciler) confirm(ctx context.Context, claim *v1alpha1.IPAddressClaim, s *snapshot) error {
+	if r.APIReader == nil {
+		return nil
+	}
+	var live v1alpha1.IPAddressList
+	if err := r.APIReader.List(ctx, &live, client.MatchingFields{
+		index.SelectableClaimNamespace: claim.Namespace, index.SelectableClaimName: claim.Name}); err != nil {
+		return err
+	}
+	names := func(a *v1alpha1.IPAddress) bool { return binding.Names(a, claim) }
+	others := slices.DeleteFunc(s.addresses, func(a v1alpha1.IPAddress) bool { return names(&a) })
+	s.addresses = append(r.assumed.overlay(live.Items, names), others...)
+	return nil
 }
 
 // errBusy: every free candidate is being bound by another worker right now.

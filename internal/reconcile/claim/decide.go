@@ -368,3 +368,12 @@ func conditionsEqual(a, b []metav1.Condition) bool {
 			x.LastTransitionTime.Equal(&y.LastTransitionTime)
 	})
 }
+
+// degrades reports whether status after turns the claim Lost or drops an
+// address before reports: what a pass must not decide on a lagging cache.
+func degrades(before, after v1alpha1.IPAddressClaimStatus) bool {
+	if after.Phase == v1alpha1.ClaimLost && before.Phase != v1alpha1.ClaimLost {
+		return true
+	}
+	return slices.ContainsFunc(before.Addresses, func(a v1alpha1.ClaimedAddress) bool { return !slices.Contains(after.Addresses, a) })
+}

@@ -73,7 +73,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// The cache may not show an address created a moment ago; the
 		// class is released only when the API server agrees.
 		var live v1alpha1.IPAddressList
-		if err := r.APIReader.List(ctx, &live, client.MatchingFields{"spec.className": class.Name}, client.Limit(maxNamed)); err != nil {
+		if err := r.APIReader.List(ctx, &live, client.MatchingFields{index.SelectableClassName: class.Name}, client.Limit(maxNamed)); err != nil {
 			return reconcile.Result{}, err
 		}
 		for i := range live.Items {

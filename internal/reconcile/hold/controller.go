@@ -52,7 +52,7 @@ package hold
 // Each step is decided from the cache alone and writes one side, so a
 // restart between any two writes resumes where it stopped.
 //
-// Three rules keep a handoff from stalling or taking an address from its
+// Four rules keep a handoff from stalling or taking an address from its
 // holder:
 //   - a Service the driver still pins another claim's address to is no
 //     candidate for this claim until that address is back on its
@@ -63,7 +63,13 @@ package hold
 //   - after a MetalLB restart MetalLB may hand the address back to a
 //     Service whose pin was withdrawn and refuse the placeholder: that
 //     Service then shares it again under the placeholder's key, and lets
-//     go again once the placeholder holds it.
+//     go again once the placeholder holds it;
+//   - a Service's sharing key covers every address it holds, so it is let
+//     go of only once each address of its marker is back on its
+//     placeholder: a pass over one address never undoes what the pass
+//     over another needs.
+// A Conflict is declared on what the API server shows, not the cache:
+// each kind is watched apart, and a Service may lag the address.
 // An address that is gone (removed by force) has its pin, marker and
 // handoff finalizer taken off every Service still carrying them.
 

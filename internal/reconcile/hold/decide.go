@@ -170,8 +170,8 @@ func associable(a *v1alpha1.IPAddress) bool {
 // no candidate until that claim's addresses are back on their
 // placeholders: pinning it now would take them from it mid-handoff.
 func workload(s snapshot, p *plan) *corev1.Service {
-	if s.claim == nil || !associable(s.address) {
-		return nil
+	if s.claim == nil || !slices.ContainsFunc(claimed(s), func(a *v1alpha1.IPAddress) bool { return a.Name == s.address.Name }) {
+		return nil // no claim, or not its address of the family
 	}
 	var cands []*corev1.Service
 	for _, svc := range s.candidates {
@@ -248,9 +248,7 @@ func unclaimedFamilies(claim *v1alpha1.IPAddressClaim, svc *corev1.Service) []st
 // every family of svc: only then does MetalLB take the pin.
 func coversFamilies(s snapshot, svc *corev1.Service) bool {
 	for _, f := range svc.Spec.IPFamilies {
-		if !slices.ContainsFunc(s.siblings, func(a *v1alpha1.IPAddress) bool {
-			return associable(a) && binding.Family(a) == v1alpha1.IPFamily(f)
-		}) {
+		if !slices.ContainsFunc(claimed(s), func(a *v1alpha1.IPAddress) bool { return binding.Family(a) == v1alpha1.IPFamily(f) }) {
 			return false
 		}
 	}
@@ -300,16 +298,43 @@ func family(ip netip.Addr) corev1.IPFamily {
 	return corev1.IPv4Protocol
 }
 
-// want is the pin workload w carries: every associable address of the
-// claim of a family w has.
+// want is the pin workload w carries: the claim's address of each family
+// w has (claimed).
 func want(s snapshot, w *corev1.Service) string {
 	var ips []netip.Addr
-	for _, a := range s.siblings {
-		if ip, err := netip.ParseAddr(a.Spec.Address); err == nil && associable(a) && carries(w, ip) {
+	for _, a := range claimed(s) {
+		if ip, err := netip.ParseAddr(a.Spec.Address); err == nil && carries(w, ip) {
 			ips = append(ips, ip)
 		}
 	}
 	return metallb.FormatIPs(ips)
+}
+
+// claimed are the claim's associable addresses, one per family: the one
+// its status reports, else the smallest name — the one the core keeps
+// when two binders (two leaders for a moment) bound a family twice. The
+// other is the core's to release; attached, it would make the pin one
+// MetalLB refuses, and the workload would lose what it holds.
+func claimed(s snapshot) []*v1alpha1.IPAddress {
+	best := map[v1alpha1.IPFamily]*v1alpha1.IPAddress{}
+	reported := func(a *v1alpha1.IPAddress) bool {
+		return s.claim != nil && slices.ContainsFunc(s.claim.Status.Addresses, func(c v1alpha1.ClaimedAddress) bool { return c.Name == a.Name })
+	}
+	for _, a := range s.siblings {
+		if !associable(a) {
+			continue
+		}
+		f := binding.Family(a)
+		if b := best[f]; b == nil || reported(a) && !reported(b) || reported(a) == reported(b) && a.Name < b.Name {
+			best[f] = a
+		}
+	}
+	out := make([]*v1alpha1.IPAddress, 0, len(best))
+	for _, a := range best {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b *v1alpha1.IPAddress) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }
 
 // attach moves the address onto workload w without a gap: the placeholder

@@ -124,8 +124,10 @@ var inPool = pool("203.0.113.0/24", "2001:db8::/64")
 type world struct {
 	address *v1alpha1.IPAddress
 	claim   bool
-	// family is the claim's (default IPv4).
+	// family is the claim's (default IPv4); reported, the IPs its status
+	// reports.
 	family       v1alpha1.IPFamily
+	reported     []string
 	siblings     []*v1alpha1.IPAddress
 	services     []*corev1.Service
 	placeholders []*corev1.Service
@@ -154,6 +156,10 @@ func snapshotOf(w world) snapshot {
 	}
 	if w.claim {
 		s.claim = &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: claimID}, Spec: v1alpha1.IPAddressClaimSpec{Family: w.family}}
+		for _, ip := range w.reported {
+			name, _ := v1alpha1.IPAddressName(ip)
+			s.claim.Status.Addresses = append(s.claim.Status.Addresses, v1alpha1.ClaimedAddress{Name: name, Address: ip})
+		}
 		s.siblings = append([]*v1alpha1.IPAddress{w.address}, w.siblings...)
 	}
 	for _, p := range w.placeholders {
@@ -286,7 +292,9 @@ func singleStack(f corev1.IPFamily) func(*corev1.Service) {
 	return func(s *corev1.Service) { s.Spec.IPFamilies = []corev1.IPFamily{f} }
 }
 
-func dualStack(s *corev1.Service) { s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol} }
+func dualStack(s *corev1.Service) {
+	s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+}
 
 // The table mirrors contract §7: obligations 2 (provisioned addresses
 // carry the driver's finalizer), 4 (teardown), 5 (association) and 6
@@ -342,12 +350,12 @@ func TestDecide(t *testing.T) {
 			want: outcome{update: []string{"tenant/a pinned=" + v4 + " finalizer"}, phase: v1alpha1.AddressBound}},
 		{name: "7-4 a Dual teardown keeps the Service's key while its other address is not yet back on its placeholder",
 			w: world{address: addr(v6, v1alpha1.AddressBound, deleting), siblings: []*v1alpha1.IPAddress{addr(v4, v1alpha1.AddressBound, deleting)},
-				services: []*corev1.Service{svc(ns, "a", withdrawn(dual), annotated(metallb.AnnotationAllowSharedIP, key), holding(v4, v6))},
+				services:     []*corev1.Service{svc(ns, "a", withdrawn(dual), annotated(metallb.AnnotationAllowSharedIP, key), holding(v4, v6))},
 				placeholders: []*corev1.Service{ph(v6, key, holding(v6)), ph(v4, key)}},
 			want: outcome{phase: v1alpha1.AddressBound}},
 		{name: "7-4 ...and withdraws it once both are",
 			w: world{address: addr(v6, v1alpha1.AddressBound, deleting), siblings: []*v1alpha1.IPAddress{addr(v4, v1alpha1.AddressBound, deleting)},
-				services: []*corev1.Service{svc(ns, "a", withdrawn(dual), annotated(metallb.AnnotationAllowSharedIP, key), holding(v4, v6))},
+				services:     []*corev1.Service{svc(ns, "a", withdrawn(dual), annotated(metallb.AnnotationAllowSharedIP, key), holding(v4, v6))},
 				placeholders: []*corev1.Service{ph(v6, key, holding(v6)), ph(v4, key, holding(v4))}},
 			want: outcome{update: []string{"tenant/a pinned=" + dual + " finalizer"}, phase: v1alpha1.AddressBound}},
 		{name: "7-4 teardown deletes the placeholder",
@@ -400,6 +408,18 @@ func TestDecide(t *testing.T) {
 				siblings:     []*v1alpha1.IPAddress{addr(v6, v1alpha1.AddressPending)},
 				services:     []*corev1.Service{svc(ns, "a", naming("web"), dualStack)},
 				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressBound}},
+		{name: "7-5 a family bound twice (two binders for a moment): the workload is pinned with the address the claim reports",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, reported: []string{v4},
+				siblings:     []*v1alpha1.IPAddress{addr("203.0.113.0", v1alpha1.AddressBound)},
+				services:     []*corev1.Service{svc(ns, "a", naming("web"))},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{update: []string{"tenant/a " + pinW}, phase: v1alpha1.AddressBound}},
+		{name: "7-5 ...and the other stays on its placeholder",
+			w: world{address: addr("203.0.113.0", v1alpha1.AddressBound), claim: true, reported: []string{v4},
+				siblings:     []*v1alpha1.IPAddress{addr(v4, v1alpha1.AddressBound)},
+				services:     []*corev1.Service{svc(ns, "a", naming("web"))},
+				placeholders: []*corev1.Service{ph("203.0.113.0", key, holding("203.0.113.0"))}},
 			want: outcome{phase: v1alpha1.AddressBound}},
 		{name: "7-5 a Service re-pointed from another claim while it holds that claim's address gets nothing; the holder keeps this one",
 			w: world{address: addr(v4, v1alpha1.AddressBound, associated("t")), claim: true,

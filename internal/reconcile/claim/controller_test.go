@@ -1,0 +1,100 @@
+package claim
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/index"
+	"github.com/cozystack/address-controller/internal/lastwrite"
+	"github.com/cozystack/address-controller/internal/recorder"
+)
+
+// indexer registers the reconciler's indexes on a fake client's builder.
+type indexer struct{ b *fake.ClientBuilder }
+
+func (i indexer) IndexField(_ context.Context, obj client.Object, field string, fn client.IndexerFunc) error {
+	i.b.WithIndex(obj, field, fn)
+	return nil
+}
+
+func TestDegrades(t *testing.T) {
+	a := v1alpha1.ClaimedAddress{Name: "ip-203-0-113-1", Address: "203.0.113.1"}
+	b := v1alpha1.ClaimedAddress{Name: "ip-203-0-113-2", Address: "203.0.113.2"}
+	st := func(p v1alpha1.ClaimPhase, addrs ...v1alpha1.ClaimedAddress) v1alpha1.IPAddressClaimStatus {
+		return v1alpha1.IPAddressClaimStatus{Phase: p, Addresses: addrs}
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after v1alpha1.IPAddressClaimStatus
+		want          bool
+	}{
+		{"4-8 Bound to Lost", st(v1alpha1.ClaimBound, a), st(v1alpha1.ClaimLost), true},
+		{"4-8 an address dropped", st(v1alpha1.ClaimBound, a), st(v1alpha1.ClaimPending), true},
+		{"4-8 an address replaced", st(v1alpha1.ClaimBound, a), st(v1alpha1.ClaimBound, b), true},
+		{"4-8 Lost stays Lost", st(v1alpha1.ClaimLost), st(v1alpha1.ClaimLost), false},
+		{"4-7 Pending to Bound", st(v1alpha1.ClaimPending), st(v1alpha1.ClaimBound, a), false},
+		{"4-8 Lost restored", st(v1alpha1.ClaimLost), st(v1alpha1.ClaimBound, a), false},
+	} {
+		if got := degrades(tc.before, tc.after); got != tc.want {
+			t.Errorf("%s: degrades = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// 4-8: a claim another binder bound (a previous leader) reaches this
+// binder's cache before the address does — each kind is watched apart. A
+// pass on that cache sees a Bound claim without its address; it must not
+// turn the claim Lost, dropping the address a tenant reads (found by make
+// chaos: a leader frozen past its lease woke to exactly this).
+func TestLaggingCacheDoesNotLoseABinding(t *testing.T) {
+	claim := newClaim("web", withClass("public"), withPhase(v1alpha1.ClaimBound))
+	addr := newAddress("203.0.113.1", "public", boundTo(claim))
+	withReported(addr)(claim)
+	class := newClass("public")
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{v1alpha1.AddToScheme, corev1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build := func(objs ...client.Object) client.Client {
+		b := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1alpha1.IPAddressClaim{}, &v1alpha1.IPAddress{}).WithObjects(objs...)
+		if err := index.Setup(context.Background(), indexer{b}); err != nil {
+			t.Fatal(err)
+		}
+		claimRef := func(f func(*v1alpha1.ClaimReference) string) client.IndexerFunc {
+			return func(o client.Object) []string {
+				if ref := o.(*v1alpha1.IPAddress).Spec.ClaimRef; ref != nil {
+					return []string{f(ref)}
+				}
+				return nil
+			}
+		}
+		b.WithIndex(&v1alpha1.IPAddress{}, index.SelectableClaimNamespace, claimRef(func(r *v1alpha1.ClaimReference) string { return r.Namespace }))
+		b.WithIndex(&v1alpha1.IPAddress{}, index.SelectableClaimName, claimRef(func(r *v1alpha1.ClaimReference) string { return r.Name }))
+		return b.Build()
+	}
+	cache := build(claim.DeepCopy(), class.DeepCopy())                 // the address has yet to arrive
+	live := build(claim.DeepCopy(), class.DeepCopy(), addr.DeepCopy()) // the API server
+	r := &Reconciler{Client: cache, APIReader: live, Now: func() time.Time { return now }, Recorder: recorder.New(events.NewFakeRecorder(10)),
+		assumed: newAssumeCache(), versions: lastwrite.New()}
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(claim)}); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.IPAddressClaim
+	if err := cache.Get(context.Background(), client.ObjectKeyFromObject(claim), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != v1alpha1.ClaimBound || len(got.Status.Addresses) != 1 {
+		t.Errorf("the claim is %s with %v, want Bound with %s", got.Status.Phase, got.Status.Addresses, addr.Spec.Address)
+	}
+}
