@@ -76,8 +76,10 @@ package hold
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -209,10 +211,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	p := decide(s)
-	if p.status != nil && p.status.Phase == v1alpha1.AddressConflict && a.Status.Phase != v1alpha1.AddressConflict {
-		// A Conflict is declared on what the API server shows: each kind
-		// is watched apart, so the cache may show the address newer than
-		// a Service (a holder just let go of, still holding).
+	if unsure(&a, p) {
+		// Each kind is watched apart, so the cache may show the address
+		// newer than a Service — or, right after a leader wakes, older:
+		// what cannot be undone is decided on what the API server shows.
 		if err := r.refresh(ctx, &s); err != nil {
 			return reconcile.Result{}, err
 		}
@@ -236,61 +238,72 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, err
 }
 
-// refresh reads every Service of the snapshot again from the API server,
-// and keeps in each role only those that still play it.
+// refresh reads every Service of the snapshot, and every Service the
+// holding record names, again from the API server, and recasts each role
+// from what it shows.
 func (r *Reconciler) refresh(ctx context.Context, s *snapshot) error {
 	if r.APIReader == nil {
 		return nil
 	}
-	fresh := map[types.UID]*corev1.Service{}
-	again := func(list []*corev1.Service, plays func(*corev1.Service) bool) ([]*corev1.Service, error) {
-		var out []*corev1.Service
+	known := map[types.NamespacedName]bool{}
+	for _, list := range [][]*corev1.Service{s.holders, s.requesters, s.pinned, s.candidates} {
 		for _, svc := range list {
-			live, seen := fresh[svc.UID]
-			if !seen {
-				var got corev1.Service
-				switch err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(svc), &got); {
-				case err == nil && got.UID == svc.UID:
-					t, _ := metallb.TransformService(&got)
-					live = t.(*corev1.Service)
-				case err != nil && !apierrors.IsNotFound(err):
-					return nil, err
-				}
-				fresh[svc.UID] = live
-			}
-			if live != nil && plays(live) {
-				out = append(out, live)
-			}
+			known[client.ObjectKeyFromObject(svc)] = true
 		}
-		return out, nil
 	}
+	for _, ref := range recordedRefs(s.address.Status.Holding) {
+		known[types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}] = true
+	}
+	var live []*corev1.Service
+	for _, key := range slices.SortedFunc(maps.Keys(known), func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) }) {
+		svc, err := r.live(ctx, key)
+		if err != nil {
+			return err
+		}
+		if svc != nil {
+			live = append(live, svc)
+		}
+	}
+	s.holders = slices.DeleteFunc(slices.Clone(live), func(svc *corev1.Service) bool { return !metallb.Holds(svc, s.ip) })
+	s.requesters = slices.DeleteFunc(slices.Clone(live), func(svc *corev1.Service) bool { return !slices.Contains(metallb.RequestedIPs(svc), s.ip) })
+	s.candidates = slices.DeleteFunc(slices.Clone(live), func(svc *corev1.Service) bool {
+		return s.claim == nil || svc.Namespace != s.claim.Namespace || svc.Annotations[v1alpha1.AnnotationIPAddressClaim] != s.claim.Name
+	})
 	var err error
-	if s.holders, err = again(s.holders, func(svc *corev1.Service) bool { return metallb.Holds(svc, s.ip) }); err != nil {
-		return err
-	}
-	if s.requesters, err = again(s.requesters, func(svc *corev1.Service) bool { return slices.Contains(metallb.RequestedIPs(svc), s.ip) }); err != nil {
-		return err
-	}
-	if s.pinned, err = again(s.pinned, func(svc *corev1.Service) bool { return stillHeld(svc, s.ip) }); err != nil {
-		return err
-	}
-	if s.candidates, err = again(s.candidates, func(svc *corev1.Service) bool {
-		return s.claim != nil && svc.Annotations[v1alpha1.AnnotationIPAddressClaim] == s.claim.Name
+	if s.pinned, err = pinnedOf(s.address, s.ip, func(key types.NamespacedName) (*corev1.Service, error) {
+		i := slices.IndexFunc(live, func(svc *corev1.Service) bool { return client.ObjectKeyFromObject(svc) == key })
+		if i < 0 {
+			return nil, nil
+		}
+		return live[i], nil
+	}, func() ([]*corev1.Service, error) {
+		return slices.DeleteFunc(slices.Clone(live), func(svc *corev1.Service) bool { return !pinnedWith(svc, s.ip) }), nil
 	}); err != nil {
 		return err
 	}
 	for ip, ph := range s.placeholders {
-		live, err := again([]*corev1.Service{ph}, func(*corev1.Service) bool { return true })
-		if err != nil {
+		svc, err := r.live(ctx, client.ObjectKeyFromObject(ph))
+		switch {
+		case err != nil:
 			return err
-		}
-		if len(live) == 0 {
+		case svc == nil || svc.UID != ph.UID:
 			delete(s.placeholders, ip)
-		} else {
-			s.placeholders[ip] = live[0]
+		default:
+			s.placeholders[ip] = svc
 		}
 	}
 	return nil
+}
+
+// live reads a Service from the API server, trimmed as the cache keeps it;
+// nil when there is none.
+func (r *Reconciler) live(ctx context.Context, key types.NamespacedName) (*corev1.Service, error) {
+	var svc corev1.Service
+	if err := r.APIReader.Get(ctx, key, &svc); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	t, _ := metallb.TransformService(&svc)
+	return t.(*corev1.Service), nil
 }
 
 // squatted reports whether the Service named like the placeholder of
@@ -312,8 +325,16 @@ func (r *Reconciler) squatted(ctx context.Context, name string) bool {
 // would block their deletion) or a pin for nobody.
 func (r *Reconciler) releaseOrphans(ctx context.Context, name string) error {
 	svcs, err := r.services(ctx, client.MatchingFields{metallb.ServicePinnedAddress: name})
-	if err != nil {
+	if err != nil || len(svcs) == 0 {
 		return err
+	}
+	if r.APIReader != nil {
+		// Gone from the cache may be not there yet (a woken leader's cache
+		// lags): only what the API server no longer has is let go of.
+		err := r.APIReader.Get(ctx, types.NamespacedName{Name: name}, &v1alpha1.IPAddress{})
+		if !apierrors.IsNotFound(err) {
+			return err
+		}
 	}
 	for _, svc := range svcs {
 		if err := patch(ctx, r.Client, svc, orphan(svc, name)); err != nil {
@@ -369,27 +390,42 @@ func (r *Reconciler) gather(ctx context.Context, a *v1alpha1.IPAddress) (s snaps
 }
 
 // recorded are the Services the address's holding record names, by UID:
-// the Services the driver pinned it to. No record means its placeholder
-// alone holds it — except for an address attached before the record
-// existed (it has associatedTo, which the driver writes only once it has
-// pinned a Service): its Services are found by the driver's marker, once,
-// and recorded by the pass.
+// the Services the driver pinned it to, read from the cache (pinnedOf).
 func (r *Reconciler) recorded(ctx context.Context, a *v1alpha1.IPAddress, ip netip.Addr) ([]*corev1.Service, error) {
+	return pinnedOf(a, ip, func(key types.NamespacedName) (*corev1.Service, error) {
+		var svc corev1.Service
+		if err := r.Client.Get(ctx, key, &svc); err != nil {
+			return nil, client.IgnoreNotFound(err)
+		}
+		return &svc, nil
+	}, func() ([]*corev1.Service, error) {
+		return r.services(ctx, client.MatchingFields{metallb.ServicePinnedIP: ip.String()})
+	})
+}
+
+// pinnedOf are the Services the address's holding record names, by UID,
+// that still carry the driver's hold: those the driver pinned it to. No
+// record means its placeholder alone holds it — except for an address
+// attached before the record existed (it has associatedTo, which the
+// driver writes only once it has pinned a Service): its Services are
+// found by the driver's marker (byMarker), once, and recorded by the pass.
+func pinnedOf(a *v1alpha1.IPAddress, ip netip.Addr, get func(types.NamespacedName) (*corev1.Service, error),
+	byMarker func() ([]*corev1.Service, error)) ([]*corev1.Service, error) {
 	h := a.Status.Holding
 	if h == nil {
 		if a.Status.AssociatedTo == nil {
 			return nil, nil
 		}
-		return r.services(ctx, client.MatchingFields{metallb.ServicePinnedIP: ip.String()})
+		return byMarker()
 	}
 	var out []*corev1.Service
 	for _, ref := range recordedRefs(h) {
-		var svc corev1.Service
-		switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, &svc); {
-		case err == nil && svc.UID == ref.UID && stillHeld(&svc, ip):
-			out = append(out, &svc)
-		case err != nil && !apierrors.IsNotFound(err):
+		svc, err := get(types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name})
+		if err != nil {
 			return nil, err
+		}
+		if svc != nil && svc.UID == ref.UID && stillHeld(svc, ip) {
+			out = append(out, svc)
 		}
 	}
 	return out, nil

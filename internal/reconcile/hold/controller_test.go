@@ -6,9 +6,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/metallb"
+	"github.com/cozystack/address-controller/internal/recorder"
 )
 
 // The cache may show an address newer than a Service: the driver let go
@@ -38,5 +43,92 @@ func TestRefreshJudgesConflictOnTheAPIServer(t *testing.T) {
 	}
 	if got := summarize(s.address, decide(s)); got.phase != v1alpha1.AddressBound || len(got.events)+len(got.create)+len(got.update) > 0 {
 		t.Errorf("after refresh: %+v; want Bound, no write and no event", got)
+	}
+}
+
+// Two drivers lead for a moment when a leader wakes from a pause past its
+// lease. The woken one's cache may show the address's holding record
+// newer than the Service it names: its successor recorded Service s, then
+// pinned it, while the woken one still sees s unpinned and naming another
+// claim. Decided on that cache, the pass would drop s from the record —
+// and the driver would take its own pin for a stranger's, a Conflict it
+// never leaves (found by make chaos). A plan that drops a Service from the
+// record is decided again on the API server's Services.
+func TestRefreshKeepsARecordedService(t *testing.T) {
+	pinned := svc(ns, "s", naming("web"), pinnedBy(v4), holding(v4))
+	stale := svc(ns, "s", naming("other"))
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	placeholder := ph(v4, key)
+	r := &Reconciler{APIReader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(pinned, placeholder.DeepCopy()).Build()}
+	a := addr(v4, v1alpha1.AddressBound, associated("s"), func(a *v1alpha1.IPAddress) {
+		a.Status.Holding = &v1alpha1.Holding{Workload: heldRef(pinned)}
+	})
+	s := snapshotOf(world{address: a, claim: true, strangers: []*corev1.Service{stale}, placeholders: []*corev1.Service{placeholder}})
+
+	p := decide(s)
+	if !unsure(a, p) {
+		t.Fatalf("on the stale cache the plan should drop s from the record (the case refresh exists for): %+v", p.status)
+	}
+	if err := r.refresh(context.Background(), &s); err != nil {
+		t.Fatal(err)
+	}
+	p = decide(s)
+	if got := summarize(a, p); unsure(a, p) || len(got.update) > 0 || got.associatedTo != ns+"/s" {
+		t.Errorf("after refresh: record %+v, plan %+v; want s kept attached and untouched", p.status, got)
+	}
+}
+
+// indexer registers the driver's indexes on a fake client's builder.
+type indexer struct{ b *fake.ClientBuilder }
+
+func (i indexer) IndexField(_ context.Context, obj client.Object, field string, fn client.IndexerFunc) error {
+	i.b.WithIndex(obj, field, fn)
+	return nil
+}
+
+// An address missing from the cache may be one the cache has yet to
+// receive (a leader woken from a pause, its successor having provisioned
+// it meanwhile): its Services keep their pin unless the API server has no
+// such address either (found by make chaos: a dual-stack Service lost its
+// IPv6 pin, and with it both addresses, to a woken leader).
+func TestOrphansOnlyWhatTheAPIServerLost(t *testing.T) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := svc(ns, "a", naming("web"), pinnedBy(v4), holding(v4))
+	a := addr(v4, v1alpha1.AddressBound)
+	for _, tc := range []struct {
+		name     string
+		live     []client.Object
+		released bool
+	}{
+		{"7-4 the cache lags: the pin stays", []client.Object{a.DeepCopy()}, false},
+		{"7-4 removed by force: the pin goes", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := fake.NewClientBuilder().WithScheme(scheme).WithObjects(s.DeepCopy())
+			if err := metallb.SetupIndexes(context.Background(), indexer{b}); err != nil {
+				t.Fatal(err)
+			}
+			cache := b.Build()
+			r := &Reconciler{Client: cache, APIReader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.live...).Build(),
+				Recorder: recorder.New(events.NewFakeRecorder(10))}
+			if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)}); err != nil {
+				t.Fatal(err)
+			}
+			var got corev1.Service
+			if err := cache.Get(context.Background(), client.ObjectKeyFromObject(s), &got); err != nil {
+				t.Fatal(err)
+			}
+			if released := got.Annotations[metallb.AnnotationPinned] == ""; released != tc.released {
+				t.Errorf("released = %v, want %v: %v", released, tc.released, got.Annotations)
+			}
+		})
 	}
 }

@@ -681,6 +681,19 @@ func recordedRefs(h *v1alpha1.Holding) []v1alpha1.HeldReference {
 	return append(refs, h.From...)
 }
 
+// unsure reports whether plan p does what a stale cache must not decide:
+// it declares a Conflict (the driver would never edit that Service again),
+// or drops a Service from the holding record (the driver would take it
+// for a stranger). Such a plan is decided again on the API server's
+// Services.
+func unsure(a *v1alpha1.IPAddress, p plan) bool {
+	if p.status == nil {
+		return false
+	}
+	return p.status.Phase == v1alpha1.AddressConflict && a.Status.Phase != v1alpha1.AddressConflict ||
+		gains(p.status.Holding, a.Status.Holding)
+}
+
 // gains reports whether record after names a Service before does not.
 func gains(before, after *v1alpha1.Holding) bool {
 	known := map[types.UID]bool{}
