@@ -35,7 +35,7 @@ type feed struct {
 	relists int
 	// marked, once set, collects what changed since (idle writes).
 	marked []string
-	mark    bool
+	mark   bool
 }
 
 // since starts collecting what changes; stop returns it.

@@ -538,7 +538,9 @@ func (r *Reconciler) execute(ctx context.Context, a *v1alpha1.IPAddress, p plan)
 		}
 	}
 	for _, svc := range p.remove {
-		if err := r.Client.Delete(ctx, svc, client.Preconditions{UID: &svc.UID}); client.IgnoreNotFound(err) != nil {
+		// Exactly the placeholder the pass saw: one MetalLB has since
+		// given the address again is judged again.
+		if err := r.Client.Delete(ctx, svc, client.Preconditions{UID: &svc.UID, ResourceVersion: &svc.ResourceVersion}); client.IgnoreNotFound(err) != nil {
 			return err
 		}
 	}

@@ -68,15 +68,16 @@ func TestRefreshKeepsARecordedService(t *testing.T) {
 	})
 	s := snapshotOf(world{address: a, claim: true, strangers: []*corev1.Service{stale}, placeholders: []*corev1.Service{placeholder}})
 
+	drops := func(p plan) bool { return p.status != nil && gains(p.status.Holding, a.Status.Holding) }
 	p := decide(s)
-	if !unsure(a, p) {
+	if !drops(p) || !unsure(a, p) {
 		t.Fatalf("on the stale cache the plan should drop s from the record (the case refresh exists for): %+v", p.status)
 	}
 	if err := r.refresh(context.Background(), &s); err != nil {
 		t.Fatal(err)
 	}
 	p = decide(s)
-	if got := summarize(a, p); unsure(a, p) || len(got.update) > 0 || got.associatedTo != ns+"/s" {
+	if got := summarize(a, p); drops(p) || len(got.update) > 0 || got.associatedTo != ns+"/s" {
 		t.Errorf("after refresh: record %+v, plan %+v; want s kept attached and untouched", p.status, got)
 	}
 }
@@ -130,5 +131,34 @@ func TestOrphansOnlyWhatTheAPIServerLost(t *testing.T) {
 				t.Errorf("released = %v, want %v: %v", released, tc.released, got.Annotations)
 			}
 		})
+	}
+}
+
+// A leader woken from a pause sees its workload still holding the address
+// — in its cache; meanwhile the tenant detached it and the placeholder
+// took the address back. Decided on that cache, the pass would delete the
+// placeholder, the only holder left (found by make chaos). A plan that lets
+// go of a holder is decided again on the API server's Services.
+func TestRefreshKeepsTheOnlyHolder(t *testing.T) {
+	stale := svc(ns, "a", naming("web"), pinnedBy(v4), holding(v4))
+	detached := svc(ns, "a")
+	placeholder := ph(v4, key, holding(v4))
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{APIReader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(detached, placeholder.DeepCopy()).Build()}
+	a := addr(v4, v1alpha1.AddressBound, associated("a"), func(a *v1alpha1.IPAddress) {
+		a.Status.Holding = &v1alpha1.Holding{Workload: heldRef(stale)}
+	})
+	s := snapshotOf(world{address: a, claim: true, services: []*corev1.Service{stale}, placeholders: []*corev1.Service{placeholder}})
+	if p := decide(s); len(p.remove) == 0 || !unsure(a, p) {
+		t.Fatalf("on the stale cache the plan should delete the placeholder (the case refresh exists for): %+v", summarize(a, p))
+	}
+	if err := r.refresh(context.Background(), &s); err != nil {
+		t.Fatal(err)
+	}
+	if got := summarize(a, decide(s)); len(got.remove) > 0 {
+		t.Errorf("after refresh the placeholder is deleted: %+v", got)
 	}
 }

@@ -682,16 +682,33 @@ func recordedRefs(h *v1alpha1.Holding) []v1alpha1.HeldReference {
 }
 
 // unsure reports whether plan p does what a stale cache must not decide:
-// it declares a Conflict (the driver would never edit that Service again),
-// or drops a Service from the holding record (the driver would take it
-// for a stranger). Such a plan is decided again on the API server's
-// Services.
+// it lets go of a holder — deletes a placeholder, or withdraws a pin or
+// the driver's marker — which is safe only while the other side of the
+// handoff holds the address; it declares a Conflict (the driver would
+// never edit that Service again); or it drops a Service from the holding
+// record (the driver would take it for a stranger). Such a plan is decided
+// again on the API server's Services: a leader woken from a pause acts on
+// a cache as old as the pause until it learns it no longer leads.
 func unsure(a *v1alpha1.IPAddress, p plan) bool {
+	if len(p.remove) > 0 || slices.ContainsFunc(p.update, lets) {
+		return true
+	}
 	if p.status == nil {
 		return false
 	}
 	return p.status.Phase == v1alpha1.AddressConflict && a.Status.Phase != v1alpha1.AddressConflict ||
 		gains(p.status.Holding, a.Status.Holding)
+}
+
+// lets reports whether edit e takes from a Service a pin or the driver's
+// marker it carries.
+func lets(e edit) bool {
+	for _, k := range []string{metallb.AnnotationLoadBalancerIPs, metallb.AnnotationPinned} {
+		if v, ok := e.from.Annotations[k]; ok && e.to.Annotations[k] != v {
+			return true
+		}
+	}
+	return false
 }
 
 // gains reports whether record after names a Service before does not.
