@@ -75,6 +75,7 @@ package hold
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -215,7 +216,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// Each kind is watched apart, so the cache may show the address
 		// newer than a Service — or, right after a leader wakes, older:
 		// what cannot be undone is decided on what the API server shows.
-		if err := r.refresh(ctx, &s); err != nil {
+		switch err := r.refresh(ctx, &s); {
+		case errors.Is(err, errStale):
+			return retry.Again()
+		case err != nil:
 			return reconcile.Result{}, err
 		}
 		p = decide(s)
@@ -245,6 +249,16 @@ func (r *Reconciler) refresh(ctx context.Context, s *snapshot) error {
 	if r.APIReader == nil {
 		return nil
 	}
+	// The address first: a cache older than the API server's address
+	// (another incarnation of the name, or an older version) is waited
+	// for, not acted on.
+	var live v1alpha1.IPAddress
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.address), &live); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	if live.UID != s.address.UID || live.ResourceVersion != s.address.ResourceVersion {
+		return errStale
+	}
 	known := map[types.NamespacedName]bool{}
 	for _, list := range [][]*corev1.Service{s.holders, s.requesters, s.pinned, s.candidates} {
 		for _, svc := range list {
@@ -254,30 +268,30 @@ func (r *Reconciler) refresh(ctx context.Context, s *snapshot) error {
 	for _, ref := range recordedRefs(s.address.Status.Holding) {
 		known[types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}] = true
 	}
-	var live []*corev1.Service
+	var svcs []*corev1.Service
 	for _, key := range slices.SortedFunc(maps.Keys(known), func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) }) {
 		svc, err := r.live(ctx, key)
 		if err != nil {
 			return err
 		}
 		if svc != nil {
-			live = append(live, svc)
+			svcs = append(svcs, svc)
 		}
 	}
-	s.holders = slices.DeleteFunc(slices.Clone(live), func(svc *corev1.Service) bool { return !metallb.Holds(svc, s.ip) })
-	s.requesters = slices.DeleteFunc(slices.Clone(live), func(svc *corev1.Service) bool { return !slices.Contains(metallb.RequestedIPs(svc), s.ip) })
-	s.candidates = slices.DeleteFunc(slices.Clone(live), func(svc *corev1.Service) bool {
+	s.holders = slices.DeleteFunc(slices.Clone(svcs), func(svc *corev1.Service) bool { return !metallb.Holds(svc, s.ip) })
+	s.requesters = slices.DeleteFunc(slices.Clone(svcs), func(svc *corev1.Service) bool { return !slices.Contains(metallb.RequestedIPs(svc), s.ip) })
+	s.candidates = slices.DeleteFunc(slices.Clone(svcs), func(svc *corev1.Service) bool {
 		return s.claim == nil || svc.Namespace != s.claim.Namespace || svc.Annotations[v1alpha1.AnnotationIPAddressClaim] != s.claim.Name
 	})
 	var err error
 	if s.pinned, err = pinnedOf(s.address, s.ip, func(key types.NamespacedName) (*corev1.Service, error) {
-		i := slices.IndexFunc(live, func(svc *corev1.Service) bool { return client.ObjectKeyFromObject(svc) == key })
+		i := slices.IndexFunc(svcs, func(svc *corev1.Service) bool { return client.ObjectKeyFromObject(svc) == key })
 		if i < 0 {
 			return nil, nil
 		}
-		return live[i], nil
+		return svcs[i], nil
 	}, func() ([]*corev1.Service, error) {
-		return slices.DeleteFunc(slices.Clone(live), func(svc *corev1.Service) bool { return !pinnedWith(svc, s.ip) }), nil
+		return slices.DeleteFunc(slices.Clone(svcs), func(svc *corev1.Service) bool { return !pinnedWith(svc, s.ip) }), nil
 	}); err != nil {
 		return err
 	}
@@ -294,6 +308,9 @@ func (r *Reconciler) refresh(ctx context.Context, s *snapshot) error {
 	}
 	return nil
 }
+
+// errStale: the cache holds an older address than the API server.
+var errStale = errors.New("the cache has yet to catch up with the address")
 
 // live reads a Service from the API server, trimmed as the cache keeps it;
 // nil when there is none.

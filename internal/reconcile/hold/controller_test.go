@@ -2,6 +2,7 @@ package hold
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,31 @@ import (
 	"github.com/cozystack/address-controller/internal/recorder"
 )
 
+// apiServer is a fake API server holding objs.
+func apiServer(t *testing.T, objs ...client.Object) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, o := range objs {
+		objs[i] = o.DeepCopyObject().(client.Object)
+		objs[i].SetResourceVersion("") // the fake stamps its own
+	}
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+}
+
+// current is obj as the API server has it now (its resource version).
+func current[T client.Object](t *testing.T, api client.Client, obj T) T {
+	t.Helper()
+	if err := api.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
 // The cache may show an address newer than a Service: the driver let go
 // of the Service and recorded so, while the Service's own watch has yet to
 // report that MetalLB took the address back. A Conflict is declared only
@@ -23,16 +49,11 @@ import (
 // holds an address without authorization when it does not.
 func TestRefreshJudgesConflictOnTheAPIServer(t *testing.T) {
 	stale := svc(ns, "a", holding(v4))
-	live := svc(ns, "a")
-	live.ResourceVersion = "2"
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	placeholder := ph(v4, key, holding(v4))
-	r := &Reconciler{APIReader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(live, placeholder.DeepCopy()).Build()}
+	api := apiServer(t, svc(ns, "a"), placeholder, addr(v4, v1alpha1.AddressBound))
+	r := &Reconciler{APIReader: api}
 	// Let go of, recorded by nobody: the placeholder alone holds it.
-	s := snapshotOf(world{address: addr(v4, v1alpha1.AddressBound), strangers: []*corev1.Service{stale},
+	s := snapshotOf(world{address: current(t, api, addr(v4, "")), strangers: []*corev1.Service{stale},
 		placeholders: []*corev1.Service{placeholder}})
 
 	if got := summarize(s.address, decide(s)); got.phase != v1alpha1.AddressConflict {
@@ -57,15 +78,11 @@ func TestRefreshJudgesConflictOnTheAPIServer(t *testing.T) {
 func TestRefreshKeepsARecordedService(t *testing.T) {
 	pinned := svc(ns, "s", naming("web"), pinnedBy(v4), holding(v4))
 	stale := svc(ns, "s", naming("other"))
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	placeholder := ph(v4, key)
-	r := &Reconciler{APIReader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(pinned, placeholder.DeepCopy()).Build()}
-	a := addr(v4, v1alpha1.AddressBound, associated("s"), func(a *v1alpha1.IPAddress) {
-		a.Status.Holding = &v1alpha1.Holding{Workload: heldRef(pinned)}
-	})
+	recordS := func(a *v1alpha1.IPAddress) { a.Status.Holding = &v1alpha1.Holding{Workload: heldRef(pinned)} }
+	api := apiServer(t, pinned, placeholder, addr(v4, v1alpha1.AddressBound, associated("s"), recordS))
+	r := &Reconciler{APIReader: api}
+	a := current(t, api, addr(v4, ""))
 	s := snapshotOf(world{address: a, claim: true, strangers: []*corev1.Service{stale}, placeholders: []*corev1.Service{placeholder}})
 
 	drops := func(p plan) bool { return p.status != nil && gains(p.status.Holding, a.Status.Holding) }
@@ -79,6 +96,25 @@ func TestRefreshKeepsARecordedService(t *testing.T) {
 	p = decide(s)
 	if got := summarize(a, p); drops(p) || len(got.update) > 0 || got.associatedTo != ns+"/s" {
 		t.Errorf("after refresh: record %+v, plan %+v; want s kept attached and untouched", p.status, got)
+	}
+}
+
+// A cache older than the API server's address — another incarnation of
+// the name, deleted and created again while a leader slept — is waited
+// for: a pass on it would tear down the new address's placeholder (found
+// by make chaos).
+func TestRefreshWaitsForTheAddress(t *testing.T) {
+	old := addr(v4, v1alpha1.AddressBound, deleting)
+	old.UID = "an-earlier-incarnation"
+	placeholder := ph(v4, key, holding(v4))
+	api := apiServer(t, placeholder, addr(v4, v1alpha1.AddressBound))
+	r := &Reconciler{APIReader: api}
+	s := snapshotOf(world{address: old, placeholders: []*corev1.Service{placeholder}})
+	if p := decide(s); len(p.remove) == 0 || !unsure(old, p) {
+		t.Fatalf("on the stale cache the plan should delete the placeholder (the case refresh exists for): %+v", summarize(old, p))
+	}
+	if err := r.refresh(context.Background(), &s); !errors.Is(err, errStale) {
+		t.Errorf("refresh = %v, want errStale", err)
 	}
 }
 
@@ -118,7 +154,7 @@ func TestOrphansOnlyWhatTheAPIServerLost(t *testing.T) {
 				t.Fatal(err)
 			}
 			cache := b.Build()
-			r := &Reconciler{Client: cache, APIReader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.live...).Build(),
+			r := &Reconciler{Client: cache, APIReader: apiServer(t, tc.live...),
 				Recorder: recorder.New(events.NewFakeRecorder(10))}
 			if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)}); err != nil {
 				t.Fatal(err)
@@ -141,16 +177,11 @@ func TestOrphansOnlyWhatTheAPIServerLost(t *testing.T) {
 // go of a holder is decided again on the API server's Services.
 func TestRefreshKeepsTheOnlyHolder(t *testing.T) {
 	stale := svc(ns, "a", naming("web"), pinnedBy(v4), holding(v4))
-	detached := svc(ns, "a")
 	placeholder := ph(v4, key, holding(v4))
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	r := &Reconciler{APIReader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(detached, placeholder.DeepCopy()).Build()}
-	a := addr(v4, v1alpha1.AddressBound, associated("a"), func(a *v1alpha1.IPAddress) {
-		a.Status.Holding = &v1alpha1.Holding{Workload: heldRef(stale)}
-	})
+	recordA := func(a *v1alpha1.IPAddress) { a.Status.Holding = &v1alpha1.Holding{Workload: heldRef(stale)} }
+	api := apiServer(t, svc(ns, "a"), placeholder, addr(v4, v1alpha1.AddressBound, associated("a"), recordA))
+	r := &Reconciler{APIReader: api}
+	a := current(t, api, addr(v4, ""))
 	s := snapshotOf(world{address: a, claim: true, services: []*corev1.Service{stale}, placeholders: []*corev1.Service{placeholder}})
 	if p := decide(s); len(p.remove) == 0 || !unsure(a, p) {
 		t.Fatalf("on the stale cache the plan should delete the placeholder (the case refresh exists for): %+v", summarize(a, p))
