@@ -61,6 +61,9 @@ type Ledger struct {
 	held map[netip.Addr][]string
 	// given are the Services given their claim's address: key → claim key.
 	given map[string]string
+	// strangers are the Services holding an address they may not hold
+	// now, by "key ip": a violation counts once while it lasts.
+	strangers map[string]bool
 	// history is each Service's and claim's last states, for the notes.
 	history map[string][]string
 
@@ -86,7 +89,7 @@ func NewLedger(namespace string, driven func(class string) bool) *Ledger {
 	return &Ledger{
 		Namespace: namespace, Driven: driven,
 		claims: map[types.UID]*claimState{}, addresses: map[netip.Addr]*v1alpha1.IPAddress{},
-		services: map[string]*corev1.Service{}, held: map[netip.Addr][]string{}, given: map[string]string{}, history: map[string][]string{},
+		services: map[string]*corev1.Service{}, held: map[netip.Addr][]string{}, given: map[string]string{}, strangers: map[string]bool{}, history: map[string][]string{},
 		Violations: map[string]int{},
 	}
 }
@@ -252,13 +255,21 @@ func (l *Ledger) boundClaim(key string) bool {
 // claim, nor one its holding record names; and it marks the Services
 // given their claim's address.
 func (l *Ledger) judgeServices() {
+	strangers := map[string]bool{}
+	stranger := func(key string, ip netip.Addr, format string, args ...any) {
+		k := key + " " + ip.String()
+		if strangers[k] = true; !l.strangers[k] { // once while it lasts
+			l.violate(Stranger, format, args...)
+		}
+	}
+	defer func() { l.strangers = strangers }()
 	holders := map[netip.Addr][]*corev1.Service{}
 	for _, svc := range l.services {
 		for _, ip := range metallb.IngressIPs(svc) {
 			if _, ok := l.addresses[ip]; ok {
 				holders[ip] = append(holders[ip], svc)
 			} else if svc.Namespace != l.Namespace && slices.ContainsFunc(l.Pools, func(p netip.Prefix) bool { return p.Contains(ip) }) {
-				l.violate(Stranger, "%s is held by %s/%s and recorded by no IPAddress", ip, svc.Namespace, svc.Name)
+				stranger(svc.Namespace+"/"+svc.Name, ip, "%s is held by %s/%s and recorded by no IPAddress", ip, svc.Namespace, svc.Name)
 			}
 		}
 	}
@@ -289,7 +300,8 @@ func (l *Ledger) judgeServices() {
 				}
 			case recorded(a, svc):
 			default:
-				l.violate(Stranger, "%s (%s) is held by %s, which names %q", ip, a.Name, key, claimKey(svc))
+				stranger(key, ip, "%s (%s) is held by %s, which names %q\n  address: %s\n  Service: %s", ip, a.Name, key, claimKey(svc),
+					strings.Join(l.history[a.Name], "\n    "), strings.Join(l.history[key], "\n    "))
 			}
 		}
 	}

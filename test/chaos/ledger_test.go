@@ -132,6 +132,8 @@ func TestLedger(t *testing.T) {
 			address(ip1, "web", recordedOn("web")), service("t", "web", "", ip1), ph(ip1, true), service("t", "web", "")), nil},
 		{"6 a stranger holds a reserved address", []step{address(ip1, "web"), ph(ip1, true), service("t", "thief", "", ip1)},
 			map[string]int{Stranger: 1}},
+		{"6 a stranger is counted once while it holds the address", []step{address(ip1, "web"), ph(ip1, true), service("t", "thief", "", ip1),
+			service("t", "other", ""), service("t", "thief", "", ip1)}, map[string]int{Stranger: 1}},
 		{"6 ...a Service naming another claim is a stranger too", []step{address(ip1, "web"), ph(ip1, true), service("t", "db", "db", ip1)},
 			map[string]int{Stranger: 1}},
 		{"6 ...and so is a Service holding a pool address no IPAddress records", []step{service("t", "thief", "", "100.64.0.9")},

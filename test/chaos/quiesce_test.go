@@ -125,9 +125,14 @@ func bindingsSettled(claims []v1alpha1.IPAddressClaim, addrs []v1alpha1.IPAddres
 			continue
 		}
 		c := live[ref.Namespace+"/"+ref.Name]
-		reported := c != nil && slices.ContainsFunc(c.Status.Addresses, func(ca v1alpha1.ClaimedAddress) bool { return ca.Name == a.Name })
-		if c == nil || ref.UID != c.UID || !reported {
-			out = append(out, fmt.Sprintf("address %s (%s) names claim %s/%s (uid %q) and is not its", a.Name, a.Status.Phase, ref.Namespace, ref.Name, ref.UID))
+		switch {
+		case c == nil:
+			out = append(out, fmt.Sprintf("address %s (%s) names claim %s/%s, which is gone", a.Name, a.Status.Phase, ref.Namespace, ref.Name))
+		case ref.UID != c.UID:
+			out = append(out, fmt.Sprintf("address %s (%s) names claim %s/%s by uid %q, the claim's is %q", a.Name, a.Status.Phase, ref.Namespace, ref.Name, ref.UID, c.UID))
+		case !slices.ContainsFunc(c.Status.Addresses, func(ca v1alpha1.ClaimedAddress) bool { return ca.Name == a.Name }):
+			out = append(out, fmt.Sprintf("address %s (%s) is bound to claim %s/%s, which is %s and reports %v", a.Name, a.Status.Phase, ref.Namespace, ref.Name,
+				c.Status.Phase, c.Status.Addresses))
 		}
 	}
 	return out

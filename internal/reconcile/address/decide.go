@@ -175,9 +175,22 @@ func (p *plan) syncReleased(s snapshot) {
 		p.requeueAfter = wait
 		return
 	}
+	if attached(s.address) {
+		// Recycled only once its driver has taken it back from the
+		// workload: bound again while its old Service still held it, the
+		// address would be handed between two claims' Services at once.
+		// The driver's status write that ends the attachment wakes this.
+		return
+	}
 	p.clearClaimRef = true
 	p.events = append(p.events, record{corev1.EventTypeNormal, v1alpha1.ReasonRecycled,
 		fmt.Sprintf("releaseDelay %s of class %s has passed since the address was released; clearing spec.claimRef", class.Spec.ReleaseDelay.Duration, class.Name)})
+}
+
+// attached reports whether the address's driver still reports it attached
+// to a workload, or a handoff under way (status.associatedTo, holding).
+func attached(a *v1alpha1.IPAddress) bool {
+	return a.Status.AssociatedTo != nil || a.Status.Holding != nil
 }
 
 // setPhase plans a core-owned phase; it reports whether the status changes.

@@ -183,6 +183,16 @@ func TestDecide(t *testing.T) {
 		{"5-7 releaseDelay counts from the release, not from creation",
 			snapshot{address: newAddress(claimRef("u1"), phase(v1alpha1.AddressBound)), class: classWithDelay(time.Hour)},
 			outcome{phase: v1alpha1.AddressReleased, reason: "Released", claimGone: true, requeueAfter: time.Hour, events: []string{"Normal Released"}}},
+		{"5-7 still attached to a workload: recycled only once the driver took it back",
+			snapshot{address: newAddress(claimRef("u1"), releasedAt(now.Add(-time.Hour)), func(a *v1alpha1.IPAddress) {
+				a.Status.AssociatedTo = &v1alpha1.WorkloadReference{Kind: "Service", Namespace: "t", Name: "web"}
+			}), class: classWithDelay(time.Minute)},
+			outcome{claimGone: true}},
+		{"5-7 ...or while a handoff is under way",
+			snapshot{address: newAddress(claimRef("u1"), releasedAt(now.Add(-time.Hour)), func(a *v1alpha1.IPAddress) {
+				a.Status.Holding = &v1alpha1.Holding{From: []v1alpha1.HeldReference{{Kind: "Service", Namespace: "t", Name: "web", UID: "s"}}}
+			}), class: classWithDelay(time.Minute)},
+			outcome{claimGone: true}},
 		{"5-7 a held address is exempt",
 			snapshot{address: newAddress(claimRef("u1"), releasedAt(now.Add(-time.Hour)), held), class: classWithDelay(time.Minute)},
 			outcome{claimGone: true}},
