@@ -76,6 +76,7 @@ func TestChaos(t *testing.T) {
 	w.setup(ctx)
 	ledger := NewLedger(driverNS, func(class string) bool { return class == retainClass || class == deleteClass })
 	ledger.Pools = poolPrefixes()
+	ledger.Trace = s.logFile("changes")
 	f := &feed{c: s.admin, l: ledger}
 	stopFeed := f.watch(ctx)
 

@@ -94,6 +94,7 @@ func TestCrashPoints(t *testing.T) {
 	sw.setup()
 	ledger := NewLedger(driverNS, func(class string) bool { return class == sweepLB })
 	ledger.Pools = prefixes(sweepPool)
+	ledger.Trace = s.logFile("changes")
 	f := &feed{c: s.admin, l: ledger}
 	stopFeed := f.watch(ctx)
 

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"io"
 	"net/netip"
 	"slices"
 	"sort"
@@ -52,6 +53,8 @@ type Ledger struct {
 	// Pools are the driver's pools: no Service outside Namespace holds an
 	// address of them that no IPAddress records.
 	Pools []netip.Prefix
+	// Trace, if set, gets every change judged, one line each.
+	Trace io.Writer
 
 	claims    map[types.UID]*claimState
 	addresses map[netip.Addr]*v1alpha1.IPAddress
@@ -98,6 +101,9 @@ const maxNotes = 5
 
 // remember keeps an object's last states.
 func (l *Ledger) remember(key, state string) {
+	if l.Trace != nil {
+		fmt.Fprintf(l.Trace, "%s %s\n", key, state)
+	}
 	l.history[key] = append(l.history[key], state)
 	if h := l.history[key]; len(h) > 12 {
 		l.history[key] = h[len(h)-12:]

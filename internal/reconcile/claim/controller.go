@@ -61,7 +61,7 @@ import (
 	"github.com/cozystack/address-controller/internal/retry"
 )
 
-// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims/status,verbs=update
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses/status,verbs=update
@@ -188,8 +188,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	p := decide(s)
-	if p.status != nil && degrades(claim.Status, *p.status) {
-		if err := r.confirm(ctx, &claim, &s); err != nil {
+	if unsure(&claim, p) {
+		switch err := r.confirm(ctx, &claim, &s); {
+		case errors.Is(err, errStale):
+			return retry.Again()
+		case err != nil:
 			return reconcile.Result{}, err
 		}
 		p = decide(s)
@@ -211,6 +214,15 @@ func (r *Reconciler) confirm(ctx context.Context, claim *v1alpha1.IPAddressClaim
 	if r.APIReader == nil {
 		return nil
 	}
+	// The claim first: a cache older than the API server's claim (its
+	// status written by another binder) is waited for, not acted on.
+	var current v1alpha1.IPAddressClaim
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(claim), &current); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	if current.UID != claim.UID || current.ResourceVersion != claim.ResourceVersion {
+		return errStale
+	}
 	var live v1alpha1.IPAddressList
 	if err := r.APIReader.List(ctx, &live, client.MatchingFields{
 		index.SelectableClaimNamespace: claim.Namespace, index.SelectableClaimName: claim.Name}); err != nil {
@@ -221,6 +233,9 @@ func (r *Reconciler) confirm(ctx context.Context, claim *v1alpha1.IPAddressClaim
 	s.addresses = append(r.assumed.overlay(live.Items, names), others...)
 	return nil
 }
+
+// errStale: the cache holds an older claim than the API server.
+var errStale = errors.New("the cache has yet to catch up with the claim")
 
 // errBusy: every free candidate is being bound by another worker right now.
 var errBusy = errors.New("every candidate is in flight")

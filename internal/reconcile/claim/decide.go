@@ -369,6 +369,19 @@ func conditionsEqual(a, b []metav1.Condition) bool {
 	})
 }
 
+// unsure reports whether plan p takes from the claim what a lagging cache
+// may show wrongly: it turns the claim Lost or drops an address its status
+// reports, or it releases an excess binding (which of two bindings to keep
+// is read from the claim's status — two binders on caches of different
+// ages each released the other's). Such a plan is decided again on what
+// the API server shows.
+func unsure(claim *v1alpha1.IPAddressClaim, p plan) bool {
+	if p.status != nil && degrades(claim.Status, *p.status) {
+		return true
+	}
+	return slices.ContainsFunc(p.bind, func(a *v1alpha1.IPAddress) bool { return a.Spec.ClaimRef == nil })
+}
+
 // degrades reports whether status after turns the claim Lost or drops an
 // address before reports: what a pass must not decide on a lagging cache.
 func degrades(before, after v1alpha1.IPAddressClaimStatus) bool {
