@@ -109,7 +109,8 @@ func TestChaos(t *testing.T) {
 	for _, op := range slices.Sorted(maps.Keys(w.ops)) {
 		t.Logf("  %-40s %d", op, w.ops[op])
 	}
-	t.Logf("  changes judged: %d; watches listed again after the API server lost their history: %d", ledger.Events, f.relists)
+	t.Logf("  changes judged: %d; watches listed again after the API server lost their history: %d (%d changes in their blind spots)",
+		ledger.Events, f.relists, ledger.Blind)
 	for _, inv := range Invariants {
 		t.Logf("  invariant %-40s violated %d", inv, ledger.Violations[inv])
 	}

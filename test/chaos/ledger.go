@@ -70,8 +70,11 @@ type Ledger struct {
 	// history is each Service's and claim's last states, for the notes.
 	history map[string][]string
 
-	// Events counts the events judged.
+	// Events counts the events judged; Blind, those within a watch's
+	// blind spot (Gap), which count no violation.
 	Events     int
+	Blind      int
+	blind      int
 	Violations map[string]int
 	// Notes describe the first violations of each invariant.
 	Notes []string
@@ -110,16 +113,41 @@ func (l *Ledger) remember(key, state string) {
 	}
 }
 
+// Gap starts (or ends) a blind spot: a watch broke (the API server
+// restarted) and what changed meanwhile is known only as its end state,
+// reported in no order. No instant within is judged; the state after it is.
+func (l *Ledger) Gap(start bool) {
+	if start {
+		l.blind++
+		return
+	}
+	if l.blind--; l.blind == 0 {
+		l.judgeClaims()
+		l.judgeServices()
+	}
+}
+
 func (l *Ledger) violate(invariant, format string, args ...any) {
+	if l.blind > 0 {
+		return
+	}
 	l.Violations[invariant]++
 	if l.Violations[invariant] <= maxNotes {
 		l.Notes = append(l.Notes, invariant+": "+fmt.Sprintf(format, args...))
 	}
 }
 
+// count counts an event judged.
+func (l *Ledger) count() {
+	l.Events++
+	if l.blind > 0 {
+		l.Blind++
+	}
+}
+
 // Claim takes a claim's new state; gone when it was deleted.
 func (l *Ledger) Claim(c *v1alpha1.IPAddressClaim, gone bool) {
-	l.Events++
+	l.count()
 	l.remember(c.Namespace+"/"+c.Name, fmt.Sprintf("rv=%s gone=%v deleting=%v phase=%s addresses=%v", c.ResourceVersion, gone,
 		c.DeletionTimestamp != nil, c.Status.Phase, c.Status.Addresses))
 	if gone {
@@ -186,7 +214,7 @@ func (l *Ledger) sortedClaims() []*claimState {
 
 // Address takes an address's new state; gone when it was deleted.
 func (l *Ledger) Address(a *v1alpha1.IPAddress, gone bool) {
-	l.Events++
+	l.count()
 	ip, err := netip.ParseAddr(a.Spec.Address)
 	if err != nil || !l.Driven(a.Spec.ClassName) {
 		return
@@ -208,7 +236,7 @@ func (l *Ledger) Address(a *v1alpha1.IPAddress, gone bool) {
 
 // Service takes a Service's new state; gone when it was deleted.
 func (l *Ledger) Service(svc *corev1.Service, gone bool) {
-	l.Events++
+	l.count()
 	key := svc.Namespace + "/" + svc.Name
 	l.remember(key, fmt.Sprintf("rv=%s gone=%v deleting=%v claim=%q ingress=%v pins=%q pinned=%q key=%q finalizers=%v", svc.ResourceVersion, gone,
 		svc.DeletionTimestamp != nil, claimKey(svc), metallb.IngressIPs(svc), svc.Annotations["metallb.io/loadBalancerIPs"], svc.Annotations["metallb.drivers.local.sdn.cozystack.io/pinned"],
@@ -287,7 +315,7 @@ func (l *Ledger) judgeServices() {
 			for _, svc := range hs {
 				l.held[ip] = append(l.held[ip], svc.Namespace+"/"+svc.Name)
 			}
-		case l.held[ip] != nil && a.DeletionTimestamp == nil:
+		case l.held[ip] != nil && a.DeletionTimestamp == nil && l.blind == 0:
 			var last []string
 			for _, k := range l.held[ip] {
 				last = append(last, k+": "+strings.Join(l.history[k], "\n    "))

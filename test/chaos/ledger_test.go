@@ -28,6 +28,8 @@ func claim(name string, phase v1alpha1.ClaimPhase, ips ...string) step {
 	}
 }
 
+func gap(start bool) step { return func(l *Ledger) { l.Gap(start) } }
+
 func claimGone(name string) step {
 	return func(l *Ledger) {
 		l.Claim(&v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: name, UID: types.UID("c-" + name)}}, true)
@@ -112,6 +114,10 @@ func TestLedger(t *testing.T) {
 		want  map[string]int
 	}{
 		{"a hitless attach breaks nothing", attached, nil},
+		{"0 a blind spot (a watch broke) counts nothing within", []step{address(ip1, "web"), ph(ip1, true), gap(true), ph(ip1, false),
+			ph(ip1, true), gap(false)}, nil},
+		{"0 ...but the state after it is judged", []step{address(ip1, "web"), ph(ip1, true), gap(true), ph(ip1, false), gap(false)},
+			map[string]int{Unheld: 1}},
 		{"1 an IP in two live claims", []step{claim("a", v1alpha1.ClaimBound, ip1), claim("b", v1alpha1.ClaimBound, ip1)},
 			map[string]int{DoubleBound: 1}},
 		{"1 ...but not once the first claim is gone", []step{claim("a", v1alpha1.ClaimBound, ip1), claimGone("a"), claim("b", v1alpha1.ClaimBound, ip1)}, nil},

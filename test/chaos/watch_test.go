@@ -67,7 +67,14 @@ type change struct {
 	gone bool
 	obj  client.Object
 	at   time.Time
+	// gap marks where a watch's blind spot starts and ends (no obj).
+	gap int
 }
+
+const (
+	gapStart = 1 + iota
+	gapEnd
+)
 
 // watch starts the feed; stop flushes what is left and waits for it.
 func (f *feed) watch(ctx context.Context) (stop func()) {
@@ -156,6 +163,9 @@ func (f *feed) list(ctx context.Context, st *stream, out chan<- change) error {
 		return err
 	}
 	rv, _ := strconv.ParseUint(list.(metav1.ListInterface).GetResourceVersion(), 10, 64)
+	f.mu.Lock()
+	since := st.rv // 0 on the first list: no gap
+	f.mu.Unlock()
 	seen := map[string]bool{}
 	now := time.Now()
 	var changes []change
@@ -163,7 +173,12 @@ func (f *feed) list(ctx context.Context, st *stream, out chan<- change) error {
 		obj := o.(client.Object)
 		key := obj.GetNamespace() + "/" + obj.GetName()
 		seen[key] = true
-		if prev, ok := st.last[key]; !ok || prev.GetResourceVersion() != obj.GetResourceVersion() {
+		prev, ok := st.last[key]
+		if ok && prev.GetUID() != obj.GetUID() {
+			// Deleted and created again under the name within the gap.
+			changes = append(changes, change{rv: since, gone: true, obj: prev, at: now})
+		}
+		if !ok || prev.GetResourceVersion() != obj.GetResourceVersion() {
 			orv, _ := strconv.ParseUint(obj.GetResourceVersion(), 10, 64)
 			changes = append(changes, change{rv: orv, obj: obj, at: now})
 		}
@@ -171,11 +186,16 @@ func (f *feed) list(ctx context.Context, st *stream, out chan<- change) error {
 	})
 	for key, prev := range st.last {
 		if !seen[key] {
-			changes = append(changes, change{rv: rv, gone: true, obj: prev, at: now})
+			changes = append(changes, change{rv: since, gone: true, obj: prev, at: now})
 		}
 	}
+	if since != 0 {
+		// What changed between since and rv is known only as its end
+		// state: the ledger judges no instant in between.
+		changes = append([]change{{rv: since, gap: gapStart, at: now}}, append(changes, change{rv: rv, gap: gapEnd, at: now})...)
+	}
 	f.mu.Lock()
-	if st.rv != 0 {
+	if since != 0 {
 		f.relists++
 	}
 	st.rv = rv
@@ -187,6 +207,10 @@ func (f *feed) list(ctx context.Context, st *stream, out chan<- change) error {
 }
 
 func (f *feed) report(st *stream, c change, out chan<- change) {
+	if c.gap != 0 {
+		out <- c
+		return
+	}
 	key := c.obj.GetNamespace() + "/" + c.obj.GetName()
 	f.mu.Lock()
 	if f.mark {
@@ -232,6 +256,8 @@ func (f *feed) judge(ctx context.Context, in <-chan change) {
 				break
 			}
 			switch o := c.obj.(type) {
+			case nil:
+				f.l.Gap(c.gap == gapStart)
 			case *v1alpha1.IPAddressClaim:
 				f.l.Claim(o, c.gone)
 			case *v1alpha1.IPAddress:
