@@ -86,7 +86,7 @@ func TestCrashPoints(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
 	defer cancel()
 	var proxy *crashProxy
-	s := newSystem(t, ctx, options{managers: 1, drivers: 1, proxy: func(apiServer string, cfg *rest.Config) (string, []byte) {
+	s := newSystem(ctx, t, options{managers: 1, drivers: 1, proxy: func(apiServer string, cfg *rest.Config) (string, []byte) {
 		proxy = newCrashProxy(t, apiServer, cfg)
 		return proxy.url, proxy.ca
 	}})
@@ -276,11 +276,13 @@ func (sw *sweep) cleanup(id string) error {
 		}
 		for _, name := range []string{id, id + "-b"} {
 			if _, err := sw.service(name); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("Service %s is still there (%v)", name, err)
+				return stillThere("Service "+name, err)
 			}
 		}
-		_, err := sw.claim(id)
-		return want(apierrors.IsNotFound(err), "claim %s is still there (%v)", id, err)
+		if _, err := sw.claim(id); !apierrors.IsNotFound(err) {
+			return stillThere("claim "+id, err)
+		}
+		return nil
 	})
 }
 
@@ -402,6 +404,15 @@ func (sw *sweep) autoService(id string) error {
 
 // --- ends ---
 
+// stillThere says why what should be gone is not: err reading it, or it
+// is there.
+func stillThere(what string, err error) error {
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", what, err)
+	}
+	return errors.New(what + " is still there")
+}
+
 func want(ok bool, format string, args ...any) error {
 	if ok {
 		return nil
@@ -449,7 +460,7 @@ func (sw *sweep) staticBound(id string) error {
 
 func (sw *sweep) staticReleased(id string) error {
 	if _, err := sw.claim(id); !apierrors.IsNotFound(err) {
-		return fmt.Errorf("claim %s is still there (%v)", id, err)
+		return stillThere("claim "+id, err)
 	}
 	var addrs v1alpha1.IPAddressList
 	if err := sw.s.admin.List(sw.ctx, &addrs, client.MatchingLabels{"sweep": id}); err != nil {
@@ -608,7 +619,7 @@ func (sw *sweep) moved(id string) error {
 
 func (sw *sweep) tornDown(id string) error {
 	if _, err := sw.claim(id); !apierrors.IsNotFound(err) {
-		return fmt.Errorf("claim %s is still there (%v)", id, err)
+		return stillThere("claim "+id, err)
 	}
 	svc, err := sw.service(id)
 	if err != nil {

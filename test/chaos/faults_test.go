@@ -67,12 +67,13 @@ type injector struct {
 	log   []string
 }
 
-// run injects faults until ctx ends and at least min were injected: first
-// each kind once, in an order the seed picks, then kinds by weight.
-func (i *injector) run(ctx context.Context, deadline time.Time, min int) {
+// run injects faults until the deadline and until at least atLeast were
+// injected: first each kind once, in an order the seed picks, then kinds
+// by weight.
+func (i *injector) run(ctx context.Context, deadline time.Time, atLeast int) {
 	order := i.rng.Perm(len(faults))
 	total := 0
-	for n := 0; ctx.Err() == nil && (time.Now().Before(deadline) || n < min); n++ {
+	for n := 0; ctx.Err() == nil && (time.Now().Before(deadline) || n < atLeast); n++ {
 		sleep(ctx, i.every)
 		f := i.pick(n, order, &total)
 		start := time.Now()

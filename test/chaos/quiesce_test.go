@@ -252,8 +252,9 @@ func (s *system) writes(ctx context.Context) (map[string]int, error) {
 	sc := bufio.NewScanner(strings.NewReader(text))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		labels, value, ok := strings.Cut(sc.Text(), "} ")
-		if labels, ok = strings.CutPrefix(labels, "apiserver_request_total{"); !ok {
+		labels, value, _ := strings.Cut(sc.Text(), "} ")
+		labels, ok := strings.CutPrefix(labels, "apiserver_request_total{")
+		if !ok {
 			continue
 		}
 		verb, resource := label(labels, "verb"), label(labels, "resource")

@@ -101,7 +101,7 @@ type options struct {
 
 // newSystem starts everything and returns once the webhooks and policies
 // are installed and every binary has started.
-func newSystem(t *testing.T, ctx context.Context, o options) *system {
+func newSystem(ctx context.Context, t *testing.T, o options) *system {
 	bin := controlplane.RequireBinaries(t, mlb.Binary)
 	root, err := controlplane.RepoRoot()
 	if err != nil {
