@@ -41,29 +41,27 @@ help: ## List targets.
 ##@ Control plane binaries (built once; rebuilt when the tools module changes)
 
 bin/etcd: tools/etcd/go.mod tools/etcd/go.sum ## Build etcd from tools/etcd.
-	@grep -q 'go.etcd.io/etcd/server/v3 $(ETCD_VERSION)' tools/etcd/go.mod || \
-		{ echo "tools/etcd/go.mod does not pin etcd $(ETCD_VERSION); update ETCD_VERSION or the module" >&2; exit 1; }
+	@$(call check-pin,etcd,go.etcd.io/etcd/server/v3,ETCD_VERSION)
 	cd tools/etcd && go build -o $(BIN)/etcd go.etcd.io/etcd/server/v3
 	@touch $@ # go build leaves an up-to-date binary untouched; make compares mtimes
 
 bin/kube-apiserver: tools/kube/go.mod tools/kube/go.sum ## Build kube-apiserver from tools/kube.
-	@$(check-kube-version)
+	@$(call check-pin,kube,k8s.io/kubernetes,KUBERNETES_VERSION)
 	cd tools/kube && go build -o $(BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 	@touch $@
 
-bin/kubectl: tools/kube/go.mod tools/kube/go.sum ## Build kubectl from tools/kube (test/playground runs docs/playground.md with it).
-	@$(check-kube-version)
+bin/kubectl: tools/kube/go.mod tools/kube/go.sum ## Build kubectl from tools/kube (test/playground runs docs/playground.md and docs/walkthrough.md with it).
+	@$(call check-pin,kube,k8s.io/kubernetes,KUBERNETES_VERSION)
 	cd tools/kube && go build -o $(BIN)/kubectl k8s.io/kubernetes/cmd/kubectl
 	@touch $@
 
 bin/kube-controller-manager: tools/kube/go.mod tools/kube/go.sum ## Build kube-controller-manager from tools/kube.
-	@$(check-kube-version)
+	@$(call check-pin,kube,k8s.io/kubernetes,KUBERNETES_VERSION)
 	cd tools/kube && go build -o $(BIN)/kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 	@touch $@
 
 bin/metallb-controller: tools/metallb/go.mod tools/metallb/go.sum ## Build MetalLB's controller from tools/metallb.
-	@grep -q 'go.universe.tf/metallb $(METALLB_VERSION)' tools/metallb/go.mod || \
-		{ echo "tools/metallb/go.mod does not pin MetalLB $(METALLB_VERSION); update METALLB_VERSION or the module" >&2; exit 1; }
+	@$(call check-pin,metallb,go.universe.tf/metallb,METALLB_VERSION)
 	cd tools/metallb && go build -o $(BIN)/metallb-controller go.universe.tf/metallb/controller
 	@touch $@
 
@@ -74,8 +72,7 @@ bin/metallb-crds: tools/metallb/go.mod tools/metallb/go.sum ## Copy MetalLB's CR
 	chmod -R u+w $@
 
 bin/helm: tools/helm/go.mod tools/helm/go.sum ## Build the Helm CLI from tools/helm (for test/charts).
-	@grep -q 'helm.sh/helm/v3 $(HELM_VERSION)' tools/helm/go.mod || \
-		{ echo "tools/helm/go.mod does not pin Helm $(HELM_VERSION); update HELM_VERSION or the module" >&2; exit 1; }
+	@$(call check-pin,helm,helm.sh/helm/v3,HELM_VERSION)
 	cd tools/helm && go build -o $(BIN)/helm helm.sh/helm/v3/cmd/helm
 	@touch $@
 
@@ -83,8 +80,7 @@ bin/helm: tools/helm/go.mod tools/helm/go.sum ## Build the Helm CLI from tools/h
 # Issuer and Certificate); copied out of the module cache like MetalLB's.
 bin/cert-manager-crds: bin/.version-cert-manager-crds-$(CERT_MANAGER_VERSION) ## Copy cert-manager's CRDs from its module.
 	rm -rf $@ && mkdir -p $@
-	dir=$$(go mod download -json github.com/cert-manager/cert-manager@$(CERT_MANAGER_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
-		test -n "$$dir" || { echo "cannot download cert-manager $(CERT_MANAGER_VERSION)" >&2; exit 1; }; \
+	$(call module-dir,github.com/cert-manager/cert-manager@$(CERT_MANAGER_VERSION)); \
 		cp "$$dir"/deploy/crds/*.yaml $@/
 	chmod -R u+w $@
 
@@ -92,23 +88,26 @@ bin/cert-manager-crds: bin/.version-cert-manager-crds-$(CERT_MANAGER_VERSION) ##
 # the charts' ServiceMonitors).
 bin/monitoring-crds: bin/.version-monitoring-crds-$(PROMETHEUS_OPERATOR_VERSION) ## Copy the ServiceMonitor CRD from prometheus-operator's module.
 	rm -rf $@ && mkdir -p $@
-	dir=$$(go mod download -json github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
-		test -n "$$dir" || { echo "cannot download prometheus-operator $(PROMETHEUS_OPERATOR_VERSION)" >&2; exit 1; }; \
+	$(call module-dir,github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION)); \
 		cp "$$dir"/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml $@/
 	chmod -R u+w $@
 
 # cert-manager's CA injector, from its module's pkg/controller/cainjector
 # (test/charts checks that it fills the core chart's webhook configurations).
 bin/cainjector: tools/cainjector/go.mod tools/cainjector/go.sum tools/cainjector/main.go ## Build cert-manager's CA injector from tools/cainjector.
-	@grep -q 'github.com/cert-manager/cert-manager $(CERT_MANAGER_VERSION)' tools/cainjector/go.mod || \
-		{ echo "tools/cainjector/go.mod does not pin cert-manager $(CERT_MANAGER_VERSION); update CERT_MANAGER_VERSION or the module" >&2; exit 1; }
+	@$(call check-pin,cainjector,github.com/cert-manager/cert-manager,CERT_MANAGER_VERSION)
 	cd tools/cainjector && go build -o $(BIN)/cainjector .
 	@touch $@
 
-define check-kube-version
-grep -q 'k8s.io/kubernetes $(KUBERNETES_VERSION)' tools/kube/go.mod || \
-	{ echo "tools/kube/go.mod does not pin k8s.io/kubernetes $(KUBERNETES_VERSION); update KUBERNETES_VERSION or the module" >&2; exit 1; }
-endef
+# $(call check-pin,<tools module>,<Go module>,<VARIABLE>): the tools module
+# pins the Go module at the version the Makefile's variable names.
+check-pin = grep -q '$(2) $($(3))' tools/$(1)/go.mod || \
+	{ echo "tools/$(1)/go.mod does not pin $(2) $($(3)); update $(3) or the module" >&2; exit 1; }
+
+# $(call module-dir,<module>@<version>): sets the shell variable dir to the
+# module's directory in the module cache (downloaded first if need be).
+module-dir = dir=$$(go mod download -json $(1) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
+	test -n "$$dir" || { echo "cannot download $(1)" >&2; exit 1; }
 
 .PHONY: controlplane
 controlplane: $(CONTROLPLANE) ## Build all control plane binaries.
@@ -130,9 +129,7 @@ bin/.version-%:
 
 ##@ Development
 
-# Each binary's ClusterRole is generated from the RBAC markers of its own packages.
-CORE_PACKAGES   := internal/core internal/reconcile/claim internal/reconcile/address internal/reconcile/class internal/reconcile/autoclaim
-DRIVER_PACKAGES := internal/driver internal/reconcile/pool internal/reconcile/provision internal/reconcile/hold
+# Each binary's ClusterRole is generated from the RBAC markers of its own wing.
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd), RBAC (config/rbac), webhook configurations (config/webhook), docs/api.md and the vendored cert-manager chart.
@@ -140,9 +137,9 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd), RBAC
 	@# Remove earlier output first so a deleted type does not leave a stale CRD behind.
 	@rm -f config/crd/local.sdn.cozystack.io_*.yaml config/rbac/role.yaml config/rbac/metallb-iad/role.yaml config/webhook/manifests.yaml
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=config/crd
-	$(CONTROLLER_GEN) rbac:roleName=address-controller $(CORE_PACKAGES:%=paths=./%) output:rbac:artifacts:config=config/rbac
-	$(CONTROLLER_GEN) rbac:roleName=metallb-iad $(DRIVER_PACKAGES:%=paths=./%) output:rbac:artifacts:config=config/rbac/metallb-iad
-	$(CONTROLLER_GEN) webhook paths=./internal/webhook/... output:webhook:artifacts:config=config/webhook
+	$(CONTROLLER_GEN) rbac:roleName=address-controller paths=./internal/core/... output:rbac:artifacts:config=config/rbac
+	$(CONTROLLER_GEN) rbac:roleName=metallb-iad paths=./internal/driver/... output:rbac:artifacts:config=config/rbac/metallb-iad
+	$(CONTROLLER_GEN) webhook paths=./internal/core/webhook/... output:webhook:artifacts:config=config/webhook
 	go run ./test/apidocs config/crd docs/api.md
 	$(MAKE) --no-print-directory $(CERT_MANAGER_CHART)
 
@@ -154,27 +151,27 @@ CERT_MANAGER_CHART := charts/address-controller/charts/cert-manager
 .PHONY: $(CERT_MANAGER_CHART)
 $(CERT_MANAGER_CHART):
 	rm -rf $@ && mkdir -p $@
-	dir=$$(go mod download -json github.com/cert-manager/cert-manager@$(CERT_MANAGER_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
-		test -n "$$dir" || { echo "cannot download cert-manager $(CERT_MANAGER_VERSION)" >&2; exit 1; }; \
+	$(call module-dir,github.com/cert-manager/cert-manager@$(CERT_MANAGER_VERSION)); \
 		cp -r "$$dir"/deploy/charts/cert-manager/templates "$$dir"/deploy/charts/cert-manager/values.yaml "$$dir"/deploy/charts/cert-manager/values.schema.json "$$dir"/LICENSE $@/ && \
 		sed 's/^\(version\|appVersion\): v0\.0\.0$$/\1: $(CERT_MANAGER_VERSION)/' "$$dir"/deploy/charts/cert-manager/Chart.yaml >$@/Chart.yaml
 	chmod -R u+w $@
 	@grep -q '^appVersion: $(CERT_MANAGER_VERSION)$$' $@/Chart.yaml || { echo "$@/Chart.yaml: no version placeholder stamped" >&2; exit 1; }
 
-# Fingerprints api/, config/, docs/api.md and the vendored chart before and after `generate`: any difference
-# means the generated files do not match their sources. Comparing the working
-# tree with itself (rather than with git's index) keeps this usable while
-# sources are still uncommitted; on a clean checkout it is the same check.
+# Runs `generate` in a scratch copy of the working tree and compares its
+# output with the tree: any difference means the generated files do not
+# match their sources. The tree itself is never written, so a verify that
+# finds nothing stale leaves every file (and its mtime) as it was; comparing
+# with the working tree rather than git's index keeps this usable while
+# sources are still uncommitted.
+GENERATED := api config docs/api.md $(CERT_MANAGER_CHART)
 .PHONY: verify
 verify: $(CONTROLLER_GEN) ## Fail if generated files are stale or go.mod/go.sum are not tidy.
-	@before=$$(mktemp); after=$$(mktemp); trap 'rm -f $$before $$after' EXIT; \
-	fingerprint() { find api config docs/api.md $(CERT_MANAGER_CHART) -type f -exec sha256sum {} + 2>/dev/null | sort -k2; }; \
-	fingerprint >$$before; \
-	$(MAKE) --no-print-directory generate || exit 1; \
-	fingerprint >$$after; \
-	stale=$$(diff $$before $$after | sed -n 's/^[<>] [0-9a-f]*  //p' | sort -u); \
+	@scratch=$$(mktemp -d); trap 'chmod -R u+w $$scratch; rm -rf $$scratch' EXIT; \
+	tar --exclude=./bin --exclude=./.git --exclude=./.playground -cf - . | tar -C $$scratch -xf - && ln -s $(BIN) $$scratch/bin && \
+	$(MAKE) --no-print-directory -C $$scratch generate >$$scratch/.generate.log 2>&1 || { cat $$scratch/.generate.log >&2; exit 1; }; \
+	stale=$$(for f in $(GENERATED); do diff -rq $$f $$scratch/$$f 2>&1; done); \
 	if [ -n "$$stale" ]; then \
-		echo "Generated files are stale (changed by make generate):" >&2; \
+		echo "Generated files are stale (make generate changes them):" >&2; \
 		echo "$$stale" | sed 's/^/  /' >&2; \
 		echo "Run 'make generate' and commit the result." >&2; \
 		exit 1; \
@@ -189,6 +186,10 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (config: .golangci.yml).
 build: ## Build bin/manager and bin/metallb-iad.
 	go build -o bin/manager ./cmd/manager
 	go build -o bin/metallb-iad ./cmd/metallb-iad
+
+.PHONY: unit
+unit: ## Pure tests only: no control plane, seconds.
+	go test ./api/... ./cmd/... ./internal/... -count=1
 
 .PHONY: test
 test: verify lint $(CONTROLPLANE) ## verify + lint + all tests against a real control plane + bounded fuzzing.

@@ -63,7 +63,6 @@ const (
 
 	ReasonAvailable      = "Available"
 	ReasonReleased       = "Released"
-	ReasonPending        = "Pending"
 	ReasonInvalidAddress = "InvalidAddress"
 	ReasonRecycled       = "Recycled"
 	ReasonReclaimed      = "Reclaimed"

@@ -16,8 +16,8 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/cozystack/address-controller/internal/core"
+	"github.com/cozystack/address-controller/internal/core/webhook"
 	"github.com/cozystack/address-controller/internal/daemon"
-	"github.com/cozystack/address-controller/internal/webhook"
 )
 
 func main() {
@@ -35,6 +35,7 @@ func run() error {
 		webhookPort                          int
 		webhookHost, certDir, coreUser       string
 		driverUsers, adminGroups, adminUsers string
+		sourceAnnotations                    string
 	)
 	fs := flag.CommandLine
 	flags.Bind(fs, "address-controller.local.sdn.cozystack.io")
@@ -42,6 +43,9 @@ func run() error {
 	fs.IntVar(&opts.AddressWorkers, "address-workers", defaults.AddressWorkers, "Concurrent IPAddress reconciles.")
 	fs.IntVar(&opts.ClassWorkers, "class-workers", defaults.ClassWorkers, "Concurrent IPAddressClass reconciles.")
 	fs.IntVar(&opts.AutoClaimWorkers, "auto-claim-workers", defaults.AutoClaimWorkers, "Concurrent Service reconciles of auto-claim.")
+	fs.StringVar(&sourceAnnotations, "auto-claim-skip-annotations", metallbSourceAnnotations,
+		"Comma-separated Service annotations by which a load-balancer backend lets a Service choose its own address source; "+
+			"auto-claim leaves a Service carrying one alone. The default is MetalLB's pool, pin and sharing annotations.")
 	fs.IntVar(&webhookPort, "webhook-port", 9443, "Port the admission webhooks are served on (HTTPS); 0 serves none.")
 	fs.StringVar(&webhookHost, "webhook-host", "", "Address the admission webhooks bind to; empty binds every interface.")
 	fs.StringVar(&certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs",
@@ -56,8 +60,9 @@ func run() error {
 	fs.StringVar(&adminUsers, "admin-usernames", "", "Comma-separated usernames of further administrators.")
 	daemon.Usage(fs, os.Args[0], "The address-controller core: binds IPAddressClaims to IPAddress objects (local.sdn.cozystack.io/v1alpha1)\nand serves their admission webhooks.")
 	flag.Parse()
+	opts.SourceAnnotations = list(sourceAnnotations)
 
-	mgr, err := flags.NewManager(core.CacheOptions(), client.Options{}, func(o *manager.Options) {
+	mgr, err := flags.NewManager(core.CacheOptions(opts), client.Options{}, func(o *manager.Options) {
 		o.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{Host: webhookHost, Port: webhookPort, CertDir: certDir})
 	})
 	if err != nil {
@@ -88,6 +93,12 @@ func run() error {
 		"addressWorkers", opts.AddressWorkers, "webhookPort", webhookPort, "coreUsername", coreUser)
 	return mgr.Start(ctx)
 }
+
+// metallbSourceAnnotations are MetalLB's pool, pin and sharing annotations
+// under both its prefixes: the backend installed next to the core by
+// default. The core itself knows no backend; it is told these.
+const metallbSourceAnnotations = "metallb.io/loadBalancerIPs,metallb.io/address-pool,metallb.io/allow-shared-ip," +
+	"metallb.universe.tf/loadBalancerIPs,metallb.universe.tf/address-pool,metallb.universe.tf/allow-shared-ip"
 
 // whoAmI is the username the manager authenticates as.
 func whoAmI(ctx context.Context, mgr manager.Manager) (string, error) {

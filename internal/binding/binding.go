@@ -44,13 +44,27 @@ func UnreportedFamilies(claim *v1alpha1.IPAddressClaim) []v1alpha1.IPFamily {
 	for _, a := range claim.Status.Addresses {
 		reported[v1alpha1.FamilyOf(a.Address)] = true
 	}
+	return MissingFamilies(claim, reported)
+}
+
+// MissingFamilies lists the families a claim requests that covered lacks.
+func MissingFamilies(claim *v1alpha1.IPAddressClaim, covered map[v1alpha1.IPFamily]bool) []v1alpha1.IPFamily {
 	var missing []v1alpha1.IPFamily
 	for _, f := range claim.Spec.Family.Families() {
-		if !reported[f] {
+		if !covered[f] {
 			missing = append(missing, f)
 		}
 	}
 	return missing
+}
+
+// ClassName is the class a claim names in spec.className, else the one its
+// status records from an earlier resolution ("" when neither).
+func ClassName(claim *v1alpha1.IPAddressClaim) string {
+	if claim.Spec.ClassName != "" {
+		return claim.Spec.ClassName
+	}
+	return claim.Status.ClassName
 }
 
 // SortByName orders addresses by object name, the contract's tie-breaker.

@@ -8,12 +8,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/address-controller/internal/core/address"
+	"github.com/cozystack/address-controller/internal/core/autoclaim"
+	"github.com/cozystack/address-controller/internal/core/claim"
+	"github.com/cozystack/address-controller/internal/core/class"
 	"github.com/cozystack/address-controller/internal/index"
 	"github.com/cozystack/address-controller/internal/metrics"
-	"github.com/cozystack/address-controller/internal/reconcile/address"
-	"github.com/cozystack/address-controller/internal/reconcile/autoclaim"
-	"github.com/cozystack/address-controller/internal/reconcile/claim"
-	"github.com/cozystack/address-controller/internal/reconcile/class"
 	"github.com/cozystack/address-controller/internal/recorder"
 )
 
@@ -22,6 +22,11 @@ type Options struct {
 	// ClaimWorkers, AddressWorkers, ClassWorkers and AutoClaimWorkers are
 	// the concurrent reconciles of each controller.
 	ClaimWorkers, AddressWorkers, ClassWorkers, AutoClaimWorkers int
+	// SourceAnnotations are the load-balancer backends' Service annotations
+	// by which a Service chooses its own address source; auto-claim leaves
+	// such Services alone. The core knows no backend: cmd/manager's flag
+	// names MetalLB's by default.
+	SourceAnnotations []string
 	// SkipMetrics leaves the metrics unregistered (a second manager in one
 	// process, in tests).
 	SkipMetrics bool
@@ -34,9 +39,9 @@ func DefaultOptions() Options {
 
 // CacheOptions are the cache options the core's manager must be built with:
 // Services are cached trimmed to what auto-claim reads.
-func CacheOptions() cache.Options {
+func CacheOptions(opts Options) cache.Options {
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Service{}: {Transform: autoclaim.TransformService},
+		&corev1.Service{}: {Transform: autoclaim.TransformService(opts.SourceAnnotations)},
 	}}
 }
 
@@ -63,7 +68,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&class.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec}).SetupWithManager(mgr, opts.ClassWorkers); err != nil {
 		return err
 	}
-	return (&autoclaim.Reconciler{Client: mgr.GetClient(), Recorder: rec}).SetupWithManager(mgr, max(opts.AutoClaimWorkers, 1))
+	return (&autoclaim.Reconciler{Client: mgr.GetClient(), Recorder: rec, SourceAnnotations: opts.SourceAnnotations}).SetupWithManager(mgr, max(opts.AutoClaimWorkers, 1))
 }
 
 // The secure metrics endpoint authenticates and authorizes scrapes.

@@ -11,10 +11,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/cozystack/address-controller/internal/metallb"
-	"github.com/cozystack/address-controller/internal/reconcile/hold"
-	"github.com/cozystack/address-controller/internal/reconcile/pool"
-	"github.com/cozystack/address-controller/internal/reconcile/provision"
+	"github.com/cozystack/address-controller/internal/driver/metallb"
+	"github.com/cozystack/address-controller/internal/driver/metallb/hold"
+	"github.com/cozystack/address-controller/internal/driver/metallb/pool"
+	"github.com/cozystack/address-controller/internal/driver/metallb/provision"
 	"github.com/cozystack/address-controller/internal/recorder"
 )
 

@@ -2,6 +2,10 @@ package index
 
 import (
 	"context"
+	"slices"
+
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -23,8 +27,6 @@ const (
 	// AddressClassPhase: IPAddress by ClassPhaseKey(class, phase); the
 	// bare class name is a key too, for "any address of the class".
 	AddressClassPhase = "classPhase"
-	// AddressIP: IPAddress by spec.address.
-	AddressIP = "spec.address"
 	// ClaimWaiting: IPAddressClaim by WaitingKey(class, family) for every
 	// family it still waits on, when it pre-binds no specific address.
 	ClaimWaiting = "waiting"
@@ -66,8 +68,10 @@ func ClassPhaseKey(class string, phase v1alpha1.AddressPhase) string {
 // WaitingKey is the ClaimWaiting key.
 func WaitingKey(class string, family v1alpha1.IPFamily) string { return class + "/" + string(family) }
 
-// Setup registers every index with the indexer.
-func Setup(ctx context.Context, i client.FieldIndexer) error {
+// Setup registers the named indexes with the indexer, or every index when
+// none is named: each index costs memory per object cached, so a binary
+// registers only those it queries.
+func Setup(ctx context.Context, i client.FieldIndexer, names ...string) error {
 	for _, x := range []struct {
 		obj client.Object
 		key string
@@ -76,12 +80,14 @@ func Setup(ctx context.Context, i client.FieldIndexer) error {
 		{&v1alpha1.IPAddress{}, AddressClaim, addressClaim},
 		{&v1alpha1.IPAddress{}, AddressPool, addressPool},
 		{&v1alpha1.IPAddress{}, AddressClassPhase, addressClassPhase},
-		{&v1alpha1.IPAddress{}, AddressIP, func(o client.Object) []string { return []string{o.(*v1alpha1.IPAddress).Spec.Address} }},
 		{&v1alpha1.IPAddressClaim{}, ClaimWaiting, claimWaiting},
 		{&v1alpha1.IPAddressClaim{}, ClaimAddressName, claimAddressName},
 		{&v1alpha1.IPAddressClaim{}, ClaimUnresolved, claimUnresolved},
 		{&corev1.Service{}, ServiceUnclaimed, serviceUnclaimed},
 	} {
+		if len(names) > 0 && !slices.Contains(names, x.key) {
+			continue
+		}
 		if err := i.IndexField(ctx, x.obj, x.key, x.fn); err != nil {
 			return err
 		}
@@ -113,10 +119,7 @@ func claimWaiting(o client.Object) []string { return WaitingKeys(o.(*v1alpha1.IP
 // under the class it named or resolved to. A claim no pass has seen yet is
 // not waiting: its first pass is still to come.
 func WaitingKeys(c *v1alpha1.IPAddressClaim) []string {
-	class := c.Spec.ClassName
-	if class == "" {
-		class = c.Status.ClassName
-	}
+	class := binding.ClassName(c)
 	waiting := c.Status.Phase == v1alpha1.ClaimPending || c.Status.Phase == v1alpha1.ClaimLost
 	if !waiting || c.DeletionTimestamp != nil || c.Spec.AddressName != "" || class == "" {
 		return nil
@@ -180,4 +183,14 @@ func WaitingOnClass(ctx context.Context, c client.Reader, class string) []reconc
 		reqs = append(reqs, Requests(ctx, c, &v1alpha1.IPAddressClaimList{}, client.MatchingFields{ClaimWaiting: WaitingKey(class, f)})...)
 	}
 	return reqs
+}
+
+// ClaimLifecycle passes the claim events its addresses depend on: a claim
+// appearing (its UID), starting to be deleted, and going. Status and
+// metadata updates, most claim events, would only re-run passes, often on
+// a cache that has yet to deliver the reconciler's own last write.
+var ClaimLifecycle = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+	},
 }

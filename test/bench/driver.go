@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
-	"github.com/cozystack/address-controller/internal/metallb"
+	"github.com/cozystack/address-controller/internal/driver/metallb"
 	testmetallb "github.com/cozystack/address-controller/test/metallb"
 )
 

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
-	"github.com/cozystack/address-controller/internal/metallb"
+	"github.com/cozystack/address-controller/internal/driver/metallb"
 )
 
 // The invariants the ledger counts violations of.

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
-	"github.com/cozystack/address-controller/internal/metallb"
+	"github.com/cozystack/address-controller/internal/driver/metallb"
 )
 
 // quiescent waits until nothing is left to do — everything as it must be

@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
-	"github.com/cozystack/address-controller/internal/metallb"
+	"github.com/cozystack/address-controller/internal/driver/metallb"
 	"github.com/cozystack/address-controller/policies"
 	"github.com/cozystack/address-controller/test/controlplane"
 	mlb "github.com/cozystack/address-controller/test/metallb"

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
-	"github.com/cozystack/address-controller/internal/metallb"
+	"github.com/cozystack/address-controller/internal/driver/metallb"
 	mlb "github.com/cozystack/address-controller/test/metallb"
 )
 

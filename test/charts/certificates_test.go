@@ -33,7 +33,7 @@ import (
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
-	"github.com/cozystack/address-controller/internal/webhook"
+	"github.com/cozystack/address-controller/internal/core/webhook"
 	"github.com/cozystack/address-controller/test/proc"
 )
 
@@ -138,7 +138,7 @@ func TestWebhookCertificateChain(t *testing.T) {
 	}).WithTimeout(time.Minute).Should(Succeed())
 }
 
-// serveWebhooks runs the core's webhooks (internal/webhook, as cmd/manager
+// serveWebhooks runs the core's webhooks (internal/core/webhook, as cmd/manager
 // serves them) with certPEM and keyPEM on this machine's first non-loopback
 // IPv4 address, and points the chart's webhook Service there with an
 // EndpointSlice: there is no kube-proxy, and kube-apiserver (with

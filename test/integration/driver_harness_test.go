@@ -24,7 +24,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/driver"
-	metallbiad "github.com/cozystack/address-controller/internal/metallb"
+	metallbiad "github.com/cozystack/address-controller/internal/driver/metallb"
 	"github.com/cozystack/address-controller/test/metallb"
 )
 

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
-	metallbiad "github.com/cozystack/address-controller/internal/metallb"
+	metallbiad "github.com/cozystack/address-controller/internal/driver/metallb"
 	"github.com/cozystack/address-controller/test/metallb"
 )
 

@@ -35,6 +35,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/core"
+	metallbiad "github.com/cozystack/address-controller/internal/driver/metallb"
 	"github.com/cozystack/address-controller/test/controlplane"
 	"github.com/cozystack/address-controller/test/metallb"
 )
@@ -134,9 +135,9 @@ var metricsTaken atomic.Bool
 // manager's client configuration.
 func startManager(t *testing.T, mods ...func(*rest.Config)) (stop func()) {
 	t.Helper()
-	return runManager(t, core.CacheOptions(), client.Options{}, func(ctx context.Context, mgr manager.Manager) error {
+	return runManager(t, core.CacheOptions(core.Options{SourceAnnotations: metallbiad.BackendAnnotations}), client.Options{}, func(ctx context.Context, mgr manager.Manager) error {
 		return core.Setup(ctx, mgr, core.Options{
-			ClaimWorkers: 8, AddressWorkers: 8, ClassWorkers: 2,
+			ClaimWorkers: 8, AddressWorkers: 8, ClassWorkers: 2, SourceAnnotations: metallbiad.BackendAnnotations,
 			SkipMetrics: !metricsTaken.CompareAndSwap(false, true),
 		})
 	}, mods...)

@@ -24,7 +24,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
-	"github.com/cozystack/address-controller/internal/webhook"
+	"github.com/cozystack/address-controller/internal/core/webhook"
 	"github.com/cozystack/address-controller/test/controlplane"
 	"github.com/cozystack/address-controller/test/proc"
 )

@@ -13,8 +13,8 @@
 // a crash is something to look at, and its last output is right above.
 //
 // -state and -bin move its kubeconfigs, logs and binaries elsewhere; this
-// package's walkthrough tests use them to run docs/playground.md and the
-// README's walkthrough, each against a playground of its own.
+// package's tests use them to run docs/playground.md and
+// docs/walkthrough.md, each against a playground of its own.
 package main
 
 import (

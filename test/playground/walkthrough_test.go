@@ -270,10 +270,10 @@ func (r *reader) attachedTo(address, service string) {
 	}).Should(Succeed())
 }
 
-// TestWalkthrough follows docs/playground.md on a playground as `make run`
+// TestPlayground follows docs/playground.md on a playground as `make run`
 // starts it, every sh block in order, and checks what each section
 // promises.
-func TestWalkthrough(t *testing.T) {
+func TestPlayground(t *testing.T) {
 	r := newReader(t)
 	g := r.g
 	r.follow("docs/playground.md", r.page("docs/playground.md"), []promise{
@@ -304,28 +304,14 @@ func TestWalkthrough(t *testing.T) {
 	})
 }
 
-// TestReadmeWalkthrough follows the README's "Five minutes on the
-// playground", up to "Running against an existing cluster", on a playground
-// of its own: every sh block in order, including the ones that show bad
-// input and the policy refusing a tenant.
-func TestReadmeWalkthrough(t *testing.T) {
+// TestWalkthrough follows docs/walkthrough.md ("Five minutes on the
+// playground") on a playground of its own: every sh block in order,
+// including the ones that show bad input and the policy refusing a tenant.
+func TestWalkthrough(t *testing.T) {
 	r := newReader(t)
 	g := r.g
-	var blocks []shBlock
-	in := false
-	for _, b := range r.page("README.md") {
-		switch b.heading {
-		case "Five minutes on the playground":
-			in = true
-		case "Running against an existing cluster":
-			in = false
-		}
-		if in {
-			blocks = append(blocks, b)
-		}
-	}
 	ctx := context.Background()
-	r.follow("README.md", blocks, []promise{
+	r.follow("docs/walkthrough.md", r.page("docs/walkthrough.md"), []promise{
 		{after: "name: ip-203-0-113-10", check: func() {
 			g.Expect(r.address("ip-203-0-113-10")(g).Status.Phase).To(Equal(v1alpha1.AddressAvailable))
 		}},

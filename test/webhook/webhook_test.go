@@ -27,7 +27,8 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/core"
-	"github.com/cozystack/address-controller/internal/webhook"
+	"github.com/cozystack/address-controller/internal/core/webhook"
+	"github.com/cozystack/address-controller/internal/driver/metallb"
 	"github.com/cozystack/address-controller/test/controlplane"
 )
 
@@ -96,7 +97,7 @@ func start(t *testing.T) *world {
 func runCore(t *testing.T, cfg *rest.Config, wh *controlplane.Webhooks) func() {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Scheme: scheme, Cache: core.CacheOptions(),
+		Scheme: scheme, Cache: core.CacheOptions(core.Options{SourceAnnotations: metallb.BackendAnnotations}),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
@@ -106,7 +107,7 @@ func runCore(t *testing.T, cfg *rest.Config, wh *controlplane.Webhooks) func() {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := core.Setup(ctx, mgr, core.Options{ClaimWorkers: 2, AddressWorkers: 2, ClassWorkers: 1, AutoClaimWorkers: 1}); err != nil {
+	if err := core.Setup(ctx, mgr, core.Options{ClaimWorkers: 2, AddressWorkers: 2, ClassWorkers: 1, AutoClaimWorkers: 1, SourceAnnotations: metallb.BackendAnnotations}); err != nil {
 		t.Fatal(err)
 	}
 	webhook.Setup(mgr, webhook.Principals{Core: []string{coreUser}, Drivers: []string{driverUser},

@@ -1,0 +1,121 @@
+package autoclaim
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/index"
+	"github.com/cozystack/address-controller/internal/metrics"
+	"github.com/cozystack/address-controller/internal/recorder"
+	"github.com/cozystack/address-controller/internal/retry"
+)
+
+// +kubebuilder:rbac:groups="",resources=services,verbs=list;watch;patch
+// +kubebuilder:rbac:groups="",resources=services/finalizers,verbs=update
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=list;watch;create;delete
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconciler gives qualifying LoadBalancer Services a claim (§10).
+type Reconciler struct {
+	Client   client.Client
+	Recorder *recorder.Recorder
+	// SourceAnnotations are the load-balancer backends' annotations by
+	// which a Service chooses its own address source (a pool, a pinned
+	// address, a sharing key): a Service carrying one is not auto-claimed.
+	SourceAnnotations []string
+}
+
+// SetupWithManager registers the auto-claim controller.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("autoclaim").
+		For(&corev1.Service{}).
+		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(namesake)).
+		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.unclaimedServices)).
+		WithOptions(retry.Options(workers)).
+		Complete(r)
+}
+
+// namesake: a claim appearing or going changes what its namesake Service gets.
+func namesake(_ context.Context, o client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+}
+
+// unclaimedServices: a class change (an auto-claim mark moving) concerns
+// only the LoadBalancer Services that name no claim.
+func (r *Reconciler) unclaimedServices(ctx context.Context, _ client.Object) []reconcile.Request {
+	return index.Requests(ctx, r.Client, &corev1.ServiceList{}, client.MatchingFields{index.ServiceUnclaimed: index.Unclaimed})
+}
+
+// Reconcile gathers a snapshot, decides, and writes.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var svc corev1.Service
+	if err := r.Client.Get(ctx, req.NamespacedName, &svc); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	s := snapshot{service: &svc, sources: r.SourceAnnotations}
+	var claim v1alpha1.IPAddressClaim
+	switch err := r.Client.Get(ctx, req.NamespacedName, &claim); {
+	case err == nil:
+		s.claim = &claim
+	case !apierrors.IsNotFound(err):
+		return reconcile.Result{}, err
+	}
+	if outOfScope(&svc) || excluded(&svc, s.sources) != "" && (s.claim == nil || !controlledBy(s.claim, &svc)) {
+		// Most Services: nothing to claim and nothing created for them.
+		return reconcile.Result{}, nil
+	}
+	var classes v1alpha1.IPAddressClassList
+	if err := r.Client.List(ctx, &classes); err != nil {
+		return reconcile.Result{}, err
+	}
+	s.classes = classes.Items
+	p := decide(s)
+	err := r.execute(ctx, &svc, p)
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		// The Service or a namesake claim changed under us: decide again.
+		return retry.Again()
+	}
+	return reconcile.Result{}, err
+}
+
+// execute creates the claim, records the events, then patches the one
+// annotation onto the Service: a merge patch of that key alone, preconditioned on the version
+// read, so no concurrent edit of the Service is ever overwritten and a
+// Service that changed (say, got an address) is judged again.
+func (r *Reconciler) execute(ctx context.Context, svc *corev1.Service, p plan) error {
+	if p.create != nil {
+		if err := r.Client.Create(ctx, p.create); err != nil {
+			return fmt.Errorf("creating the claim: %w", err)
+		}
+		metrics.AutoClaimCreated(p.create.Spec.ClassName)
+	}
+	if p.remove != nil {
+		if err := r.Client.Delete(ctx, p.remove, client.Preconditions{UID: &p.remove.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting the claim: %w", err)
+		}
+	}
+	// Recorded before the patch: a claim that exists is the transition, and
+	// a retried patch finds the claim there and records nothing again.
+	for _, e := range p.events {
+		r.Recorder.Record(e)
+	}
+	if p.annotate != "" {
+		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}}}`,
+			svc.ResourceVersion, v1alpha1.AnnotationIPAddressClaim, p.annotate))
+		if err := r.Client.Patch(ctx, svc.DeepCopy(), patch); err != nil {
+			return fmt.Errorf("annotating the Service: %w", err)
+		}
+	}
+	return nil
+}

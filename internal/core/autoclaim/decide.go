@@ -1,0 +1,159 @@
+package autoclaim
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/recorder"
+)
+
+// snapshot is everything one pass decides on.
+type snapshot struct {
+	service *corev1.Service
+	classes []v1alpha1.IPAddressClass
+	// claim is the claim named after the Service in its namespace, if any.
+	claim *v1alpha1.IPAddressClaim
+	// sources are the backends' annotations by which a Service chooses its
+	// own address source (configuration: the core knows no backend).
+	sources []string
+}
+
+// plan is what one pass writes: the claim to create (or the claim to
+// delete), then the annotation.
+type plan struct {
+	create *v1alpha1.IPAddressClaim
+	remove *v1alpha1.IPAddressClaim
+	// annotate names the claim to write into the Service's annotation.
+	annotate string
+	events   []recorder.Event
+}
+
+// decide runs contract §10 over s. A claim the core created for the
+// Service ends annotated on it or deleted, never held for nobody: MetalLB
+// may assign the Service an address between the claim's creation and the
+// annotation (the patch then conflicts, and the Service no longer
+// qualifies), and the Service may be changed to choose its address itself.
+func decide(s snapshot) plan {
+	svc := s.service
+	if outOfScope(svc) {
+		return plan{}
+	}
+	if s.claim != nil && controlledBy(s.claim, svc) {
+		if s.claim.DeletionTimestamp != nil {
+			return plan{} // withdrawn already: its deletion is under way
+		}
+		if why := excluded(svc, s.sources); why != "" && why != hasAddress {
+			return plan{remove: s.claim, events: []recorder.Event{recorder.Normal(svc, v1alpha1.ReasonAutoClaimWithdrawn,
+				"deleted IPAddressClaim %s, created for this Service, which no longer qualifies for auto-claim: %s", s.claim.Name, why)}}
+		}
+		return plan{annotate: svc.Name}
+	}
+	if why := excluded(svc, s.sources); why != "" {
+		return plan{}
+	}
+	class, ok, rec := autoClaimClass(svc, s.classes)
+	if !ok {
+		if rec != nil {
+			return plan{events: []recorder.Event{*rec}}
+		}
+		return plan{}
+	}
+	if s.claim == nil {
+		return plan{create: newClaim(svc, class), annotate: svc.Name, events: []recorder.Event{recorder.Normal(svc, v1alpha1.ReasonAutoClaimed,
+			"created IPAddressClaim %s of class %q (%s) for this Service", svc.Name, class, family(svc))}}
+	}
+	return plan{events: []recorder.Event{recorder.WarningOnce(svc, v1alpha1.ReasonClaimNotAdopted,
+		"IPAddressClaim %s exists and is not controlled by this Service; it is not adopted. Name it with the %s annotation to use it",
+		svc.Name, v1alpha1.AnnotationIPAddressClaim)}}
+}
+
+// outOfScope: auto-claim neither creates nor withdraws anything for a
+// Service being deleted (its own claim goes with it, by garbage
+// collection) or for one that names a claim (it has chosen one).
+func outOfScope(svc *corev1.Service) bool {
+	return svc.DeletionTimestamp != nil || svc.Annotations[v1alpha1.AnnotationIPAddressClaim] != ""
+}
+
+// hasAddress is why a Service that has an address does not qualify; it
+// comes last among the reasons, as the only one the Service did not choose.
+const hasAddress = "already has an address"
+
+// excluded says why a Service does not qualify for auto-claim, or "".
+func excluded(svc *corev1.Service, sources []string) string {
+	a := svc.Annotations
+	switch {
+	case svc.Spec.Type != corev1.ServiceTypeLoadBalancer:
+		return "not a LoadBalancer"
+	case a[v1alpha1.AnnotationAutoClaim] == "false":
+		return "opted out"
+	case ptr.Deref(svc.Spec.LoadBalancerClass, "") != "":
+		return "another load-balancer implementation's"
+	case svc.Spec.LoadBalancerIP != "":
+		return "asks for a specific address"
+	}
+	for _, k := range sources {
+		if _, ok := a[k]; ok {
+			return "chose its address source with " + k
+		}
+	}
+	if len(svc.Status.LoadBalancer.Ingress) > 0 {
+		return hasAddress
+	}
+	return ""
+}
+
+// autoClaimClass is the Service's ip-address-class annotation, else the
+// single class marked is-auto-claim-class. None marked: no class and no
+// event. Several: no class and a warning.
+func autoClaimClass(svc *corev1.Service, classes []v1alpha1.IPAddressClass) (string, bool, *recorder.Event) {
+	if c := svc.Annotations[v1alpha1.AnnotationIPAddressClass]; c != "" {
+		return c, true, nil
+	}
+	marked := binding.AnnotatedClasses(classes, v1alpha1.AnnotationAutoClaimClass)
+	switch len(marked) {
+	case 0:
+		return "", false, nil
+	case 1:
+		return marked[0], true, nil
+	}
+	e := recorder.WarningOnce(svc, v1alpha1.ReasonMultipleAutoClaimClasses,
+		"%d classes are marked %s (%s); nothing is claimed until one is, or the Service names a class with %s",
+		len(marked), v1alpha1.AnnotationAutoClaimClass, strings.Join(marked, ", "), v1alpha1.AnnotationIPAddressClass)
+	return "", false, &e
+}
+
+// family derives the claim's family from the Service: Dual only when it
+// requires dual-stack, else its primary family.
+func family(svc *corev1.Service) v1alpha1.IPFamily {
+	switch {
+	case ptr.Deref(svc.Spec.IPFamilyPolicy, "") == corev1.IPFamilyPolicyRequireDualStack:
+		return v1alpha1.Dual
+	case len(svc.Spec.IPFamilies) > 0 && svc.Spec.IPFamilies[0] == corev1.IPv6Protocol:
+		return v1alpha1.IPv6
+	default:
+		return v1alpha1.IPv4
+	}
+}
+
+func newClaim(svc *corev1.Service, class string) *v1alpha1.IPAddressClaim {
+	return &v1alpha1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: svc.Namespace, Name: svc.Name,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID,
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: v1alpha1.IPAddressClaimSpec{ClassName: class, Family: family(svc)},
+	}
+}
+
+func controlledBy(claim *v1alpha1.IPAddressClaim, svc *corev1.Service) bool {
+	ref := metav1.GetControllerOf(claim)
+	return ref != nil && ref.UID == svc.UID
+}

@@ -1,0 +1,159 @@
+package autoclaim
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+func newService(mods ...func(*corev1.Service)) *corev1.Service {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web", UID: "svc-uid", Annotations: map[string]string{}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}},
+	}
+	for _, m := range mods {
+		m(s)
+	}
+	return s
+}
+
+func annotated(k, v string) func(*corev1.Service) {
+	return func(s *corev1.Service) { s.Annotations[k] = v }
+}
+
+func autoClass(name string) v1alpha1.IPAddressClass {
+	return v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{v1alpha1.AnnotationAutoClaimClass: "true"}}}
+}
+
+type outcome struct {
+	create   string // "<class> <family> owned-by=<uid>"
+	annotate string
+	remove   string
+	events   []string
+}
+
+func summarize(p plan) outcome {
+	o := outcome{annotate: p.annotate}
+	if p.remove != nil {
+		o.remove = p.remove.Name
+	}
+	if c := p.create; c != nil {
+		o.create = c.Spec.ClassName + " " + string(c.Spec.Family) + " owned-by=" + string(metav1.GetControllerOf(c).UID)
+	}
+	for _, e := range p.events {
+		o.events = append(o.events, e.Type+" "+e.Reason)
+	}
+	return o
+}
+
+// The table mirrors contract §10.
+func TestDecide(t *testing.T) {
+	public := []v1alpha1.IPAddressClass{autoClass("public"), {ObjectMeta: metav1.ObjectMeta{Name: "private"}}}
+	created := outcome{create: "public IPv4 owned-by=svc-uid", annotate: "web", events: []string{"Normal AutoClaimed"}}
+	tests := []struct {
+		name    string
+		svc     *corev1.Service
+		classes []v1alpha1.IPAddressClass
+		claim   *v1alpha1.IPAddressClaim
+		want    outcome
+	}{
+		{"10-1 a plain LoadBalancer Service gets a claim of the auto-claim class, then the annotation", newService(), public, nil, created},
+		{"10-1 not a LoadBalancer", newService(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP }), public, nil, outcome{}},
+		{"10-1 being deleted", newService(func(s *corev1.Service) { s.DeletionTimestamp = &metav1.Time{} }), public, nil, outcome{}},
+		{"10-1 names a claim already", newService(annotated(v1alpha1.AnnotationIPAddressClaim, "mine")), public, nil, outcome{}},
+		{"10-1 opted out with auto-claim: false", newService(annotated(v1alpha1.AnnotationAutoClaim, "false")), public, nil, outcome{}},
+		{"10-1 auto-claim: true is no opt-out", newService(annotated(v1alpha1.AnnotationAutoClaim, "true")), public, nil, created},
+		{"10-1 another implementation's loadBalancerClass", newService(func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("other.example.com/lb") }), public, nil, outcome{}},
+		{"10-1 asks for a loadBalancerIP", newService(func(s *corev1.Service) { s.Spec.LoadBalancerIP = "203.0.113.7" }), public, nil, outcome{}},
+		{"10-1 already has an address", newService(func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.7"}}
+		}), public, nil, outcome{}},
+		{"10-3 the ip-address-class annotation wins and opts in alone", newService(annotated(v1alpha1.AnnotationIPAddressClass, "private")),
+			[]v1alpha1.IPAddressClass{{ObjectMeta: metav1.ObjectMeta{Name: "private"}}}, nil,
+			outcome{create: "private IPv4 owned-by=svc-uid", annotate: "web", events: []string{"Normal AutoClaimed"}}},
+		{"10-3 no class marked: the Service is left alone", newService(), []v1alpha1.IPAddressClass{{ObjectMeta: metav1.ObjectMeta{Name: "private"}}}, nil, outcome{}},
+		{"10-3 several classes marked: a warning, nothing claimed", newService(), []v1alpha1.IPAddressClass{autoClass("a"), autoClass("b")}, nil,
+			outcome{events: []string{"Warning MultipleAutoClaimClasses"}}},
+		{"10-4 RequireDualStack claims Dual", newService(func(s *corev1.Service) {
+			s.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
+			s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol, corev1.IPv4Protocol}
+		}), public, nil, outcome{create: "public Dual owned-by=svc-uid", annotate: "web", events: []string{"Normal AutoClaimed"}}},
+		{"10-4 PreferDualStack claims its primary family", newService(func(s *corev1.Service) {
+			s.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyPreferDualStack)
+			s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+		}), public, nil, created},
+		{"10-4 an IPv6-only Service claims IPv6", newService(func(s *corev1.Service) { s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol} }), public, nil,
+			outcome{create: "public IPv6 owned-by=svc-uid", annotate: "web", events: []string{"Normal AutoClaimed"}}},
+		{"10-5 its own claim exists (a crash before the annotation): annotate only", newService(), public,
+			newClaim(newService(), "public"), outcome{annotate: "web"}},
+		{"10-5 its own claim exists and MetalLB assigned the Service an address before the annotation: annotate still", newService(func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.9"}}
+		}), public, newClaim(newService(), "public"), outcome{annotate: "web"}},
+		{"10-5 its own claim exists and the Service opted out since: the claim is deleted", newService(annotated(v1alpha1.AnnotationAutoClaim, "false")), public,
+			newClaim(newService(), "public"), outcome{remove: "web", events: []string{"Normal AutoClaimWithdrawn"}}},
+		{"10-5 its own claim exists and the Service pins an address itself since: the claim is deleted", newService(annotated("metallb.io/loadBalancerIPs", "192.0.2.9")), public,
+			newClaim(newService(), "public"), outcome{remove: "web", events: []string{"Normal AutoClaimWithdrawn"}}},
+		{"10-5 its own claim, withdrawn already and still being deleted: nothing more, no second event", newService(annotated("metallb.io/loadBalancerIPs", "192.0.2.9")), public,
+			withdrawing(newClaim(newService(), "public")), outcome{}},
+		{"10-5 its own claim exists and the Service names another claim: nothing", newService(annotated(v1alpha1.AnnotationIPAddressClaim, "mine")), public,
+			newClaim(newService(), "public"), outcome{}},
+		{"10-5 a namesake claim it does not control, the Service holding an address: nothing", newService(func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.9"}}
+		}), public, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web"}}, outcome{}},
+		{"10-5 a namesake claim it does not control is never adopted", newService(), public,
+			&v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web"}}, outcome{events: []string{"Warning ClaimNotAdopted"}}},
+	}
+	for _, k := range sources {
+		tests = append(tests, struct {
+			name    string
+			svc     *corev1.Service
+			classes []v1alpha1.IPAddressClass
+			claim   *v1alpha1.IPAddressClaim
+			want    outcome
+		}{"10-1 carries " + k, newService(annotated(k, "x")), public, nil, outcome{}})
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := summarize(decide(snapshot{service: tc.svc, classes: tc.classes, claim: tc.claim, sources: sources}))
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(outcome{})); diff != "" {
+				t.Errorf("plan differs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestTransformServiceKeepsWhatDecideReads: the trimmed cache copy decides
+// exactly as the whole Service would.
+func TestTransformServiceKeepsWhatDecideReads(t *testing.T) {
+	full := newService(annotated("metallb.io/address-pool", "p"), annotated("kubectl.kubernetes.io/last-applied-configuration", "{}"), func(s *corev1.Service) {
+		s.Spec.Ports = []corev1.ServicePort{{Port: 80}}
+		s.Spec.Selector = map[string]string{"app": "web"}
+		s.Labels = map[string]string{"app": "web"}
+	})
+	obj, err := TransformService(sources)(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trimmed := obj.(*corev1.Service)
+	if len(trimmed.Spec.Ports) != 0 || trimmed.Labels != nil || len(trimmed.Annotations) != 1 {
+		t.Errorf("kept more than auto-claim reads: %+v", trimmed)
+	}
+	if excluded(trimmed, sources) != excluded(full, sources) || family(trimmed) != family(full) {
+		t.Errorf("trimmed copy decides differently: %q vs %q", excluded(trimmed, sources), excluded(full, sources))
+	}
+}
+
+// sources stand for a backend's address-source annotations: the core is
+// told them, as cmd/manager is by its flag.
+var sources = []string{"metallb.io/loadBalancerIPs", "metallb.io/address-pool", "metallb.io/allow-shared-ip",
+	"metallb.universe.tf/loadBalancerIPs", "example.net/pool", "example.net/shared-with"}
+
+func withdrawing(c *v1alpha1.IPAddressClaim) *v1alpha1.IPAddressClaim {
+	c.DeletionTimestamp = &metav1.Time{}
+	return c
+}

@@ -1,0 +1,398 @@
+package claim
+
+// Design:
+//
+// IPAddress.spec.claimRef is the only binding record. A claim's status is a
+// projection of the claimRefs naming it, recomputed on every pass and never
+// trusted as input — except to prefer the address a claim already reports
+// when two binders raced.
+//
+// Write order in a pass: the claim's metadata (protection finalizer,
+// provisioner stamp) first, so a claim is never bound without a route
+// through reclaim; then the addresses (claimRef, written with the resource
+// version read, so of two binders racing for one address exactly one
+// succeeds and the other re-lists and takes the next candidate); then the
+// claim's status. A crash between any two writes leaves a state the next
+// pass completes: an address whose claimRef names the claim is collected
+// whatever the claim's status says.
+//
+// Who writes what: drivers create addresses pre-bound (claimRef without a
+// UID); this reconciler accepts a pre-binding by writing the UID, binds
+// Available addresses by writing a whole claimRef, and writes the claim's
+// status and metadata. The address reconciler owns address phases except
+// Released set here by reclaim, which precedes the claim's disappearance.
+//
+// Every address this reconciler writes is remembered (assumeCache) until the
+// informer delivers it, so a pass on a stale cache neither binds a claim
+// twice nor offers an address it has just bound. A claim is woken by the
+// addresses naming it, by the address it pre-binds, by class changes while
+// its class is unresolved or while it waits on the changed class, and by
+// the matcher — which, per pool of class and family, wakes only as many
+// waiting claims as there are Available addresses, oldest first, instead of
+// every waiting claim in the cluster.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/index"
+	"github.com/cozystack/address-controller/internal/lastwrite"
+	"github.com/cozystack/address-controller/internal/lock"
+	"github.com/cozystack/address-controller/internal/metrics"
+	"github.com/cozystack/address-controller/internal/recorder"
+	"github.com/cozystack/address-controller/internal/retry"
+)
+
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims/status,verbs=update
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=list;watch;update;patch;delete
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses/status,verbs=update
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconciler binds claims (§4) and reclaims their addresses (§6).
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads past the cache before a pass takes from a claim an
+	// address it reports (confirm).
+	APIReader client.Reader
+	Recorder  *recorder.Recorder
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	once     sync.Once
+	assumed  *assumeCache
+	versions *lastwrite.Versions
+	wake     chan event.TypedGenericEvent[*v1alpha1.IPAddressClaim]
+}
+
+// init readies the reconciler's memory: at setup, or at the first
+// Reconcile of one a test runs without a manager.
+func (r *Reconciler) init() {
+	r.once.Do(func() {
+		r.assumed = newAssumeCache()
+		r.versions = lastwrite.New()
+		r.wake = make(chan event.TypedGenericEvent[*v1alpha1.IPAddressClaim], 1024)
+		if r.Now == nil {
+			r.Now = time.Now
+		}
+	})
+}
+
+// SetupWithManager registers the claim controller and its matcher.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	r.init()
+	err := ctrl.NewControllerManagedBy(mgr).
+		Named("ipaddressclaim").
+		For(&v1alpha1.IPAddressClaim{}).
+		Watches(&v1alpha1.IPAddress{}, r.addressHandler()).
+		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.classChanged)).
+		Watches(&v1alpha1.IPAddressClass{}, r.readinessHandler()).
+		WatchesRawSource(source.Channel(r.wake, &handler.TypedEnqueueRequestForObject[*v1alpha1.IPAddressClaim]{})).
+		WithOptions(retry.Options(workers)).
+		Complete(r)
+	if err != nil {
+		return err
+	}
+	m := &matcher{client: mgr.GetClient(), wake: r.wake}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("ipaddressclaim-matcher").
+		WatchesRawSource(source.Kind(mgr.GetCache(), &v1alpha1.IPAddress{}, becameAvailable())).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &v1alpha1.IPAddressClaim{}, waitingChanged())).
+		WithOptions(retry.Options(1)).
+		Complete(m)
+}
+
+// addressHandler wakes the claim an address names (before and after a
+// change) and the claim that pre-binds it by spec.addressName.
+func (r *Reconciler) addressHandler() handler.EventHandler {
+	mapAddr := func(ctx context.Context, a *v1alpha1.IPAddress, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if ref := a.Spec.ClaimRef; ref != nil {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}})
+		}
+		var claims v1alpha1.IPAddressClaimList
+		if err := r.Client.List(ctx, &claims, client.MatchingFields{index.ClaimAddressName: a.Name}); err == nil {
+			for i := range claims.Items {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&claims.Items[i])})
+			}
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			mapAddr(ctx, e.Object.(*v1alpha1.IPAddress), q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			mapAddr(ctx, e.ObjectOld.(*v1alpha1.IPAddress), q)
+			mapAddr(ctx, e.ObjectNew.(*v1alpha1.IPAddress), q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if a, ok := e.Object.(*v1alpha1.IPAddress); ok {
+				r.assumed.forget(a.Name)
+				mapAddr(ctx, a, q)
+			}
+		},
+	}
+}
+
+// readinessHandler wakes the claims waiting on a class when its driver's
+// Ready condition changes: their Bound condition relays it.
+func (r *Reconciler) readinessHandler() handler.EventHandler {
+	return handler.Funcs{
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			oldC := meta.FindStatusCondition(e.ObjectOld.(*v1alpha1.IPAddressClass).Status.Conditions, v1alpha1.ConditionReady)
+			newC := meta.FindStatusCondition(e.ObjectNew.(*v1alpha1.IPAddressClass).Status.Conditions, v1alpha1.ConditionReady)
+			if equality.Semantic.DeepEqual(oldC, newC) {
+				return
+			}
+			for _, req := range index.WaitingOnClass(ctx, r.Client, e.ObjectNew.GetName()) {
+				q.Add(req)
+			}
+		},
+	}
+}
+
+// classChanged: any class change retries the claims whose class did not
+// resolve, and the claims still waiting on the changed class — its deletion
+// (or the start of it) must turn their ClassResolved condition to
+// ClassNotFound at once, not when something else wakes them.
+func (r *Reconciler) classChanged(ctx context.Context, class client.Object) []reconcile.Request {
+	reqs := index.Requests(ctx, r.Client, &v1alpha1.IPAddressClaimList{}, client.MatchingFields{index.ClaimUnresolved: index.Unresolved})
+	return append(reqs, index.WaitingOnClass(ctx, r.Client, class.GetName())...)
+}
+
+// Reconcile gathers a snapshot, decides, and carries out the plan.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	r.init()
+	var claim v1alpha1.IPAddressClaim
+	if err := r.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.versions.Stale(req.NamespacedName, claim.ResourceVersion) {
+		// The cache has yet to deliver this binder's own last write.
+		return retry.Again()
+	}
+	s, reserved, err := r.gather(ctx, &claim)
+	defer r.assumed.unreserve(reserved...)
+	if errors.Is(err, errBusy) {
+		return retry.Again()
+	}
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	p := decide(s)
+	if unsure(&claim, p) {
+		switch err := r.confirm(ctx, &claim, &s); {
+		case errors.Is(err, errStale):
+			return retry.Again()
+		case err != nil:
+			return reconcile.Result{}, err
+		}
+		p = decide(s)
+	}
+	err = r.execute(ctx, &claim, p)
+	if apierrors.IsConflict(err) {
+		// Another binder or a newer version won; the next pass re-reads.
+		logf.FromContext(ctx).V(1).Info("retrying after a conflict", "reason", err.Error())
+		return retry.Again()
+	}
+	return reconcile.Result{}, err
+}
+
+// confirm reads the addresses naming the claim again from the API server,
+// in place of the cache's: each kind is watched apart, and a binding
+// another binder (a previous leader) wrote may not have reached this
+// cache's addresses while the claim's status it wrote has.
+func (r *Reconciler) confirm(ctx context.Context, claim *v1alpha1.IPAddressClaim, s *snapshot) error {
+	if r.APIReader == nil {
+		return nil
+	}
+	// The claim first: a cache older than the API server's claim (its
+	// status written by another binder) is waited for, not acted on.
+	var current v1alpha1.IPAddressClaim
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(claim), &current); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	if current.UID != claim.UID || current.ResourceVersion != claim.ResourceVersion {
+		return errStale
+	}
+	var live v1alpha1.IPAddressList
+	if err := r.APIReader.List(ctx, &live, client.MatchingFields{
+		index.SelectableClaimNamespace: claim.Namespace, index.SelectableClaimName: claim.Name}); err != nil {
+		return err
+	}
+	names := func(a *v1alpha1.IPAddress) bool { return binding.Names(a, claim) }
+	others := slices.DeleteFunc(s.addresses, func(a v1alpha1.IPAddress) bool { return names(&a) })
+	s.addresses = append(r.assumed.overlay(live.Items, names), others...)
+	return nil
+}
+
+// errStale: the cache holds an older claim than the API server.
+var errStale = errors.New("the cache has yet to catch up with the claim")
+
+// errBusy: every free candidate is being bound by another worker right now.
+var errBusy = errors.New("every candidate is in flight")
+
+// gather reads the snapshot from the cache, overlaid with this binder's own
+// writes the cache has not delivered yet. The candidates it passes on are
+// reserved for this pass (the caller unreserves them).
+func (r *Reconciler) gather(ctx context.Context, claim *v1alpha1.IPAddressClaim) (snapshot, []string, error) {
+	var classes v1alpha1.IPAddressClassList
+	if err := r.Client.List(ctx, &classes); err != nil {
+		return snapshot{}, nil, err
+	}
+	s := newSnapshot(claim, nil, classes.Items, r.Now())
+	var named v1alpha1.IPAddressList
+	if err := r.Client.List(ctx, &named, client.MatchingFields{index.AddressClaim: index.ClaimKey(claim.Namespace, claim.Name)}); err != nil {
+		return s, nil, err
+	}
+	s.addresses = r.assumed.overlay(named.Items, func(a *v1alpha1.IPAddress) bool { return binding.Names(a, claim) })
+	if claim.DeletionTimestamp != nil {
+		return s, nil, nil
+	}
+	candidates, err := r.candidates(ctx, claim, s.class.class)
+	var reserved []string
+	for i := range candidates {
+		reserved = append(reserved, candidates[i].Name)
+	}
+	s.addresses = append(s.addresses, candidates...)
+	return s, reserved, err
+}
+
+// candidates lists the Available addresses the claim could match: the one
+// it pre-binds by name, or the smallest free one of its class per family it
+// wants. Each is reserved, so the other workers of this process pass on to
+// the next instead of racing for it.
+func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressClaim, class *v1alpha1.IPAddressClass) ([]v1alpha1.IPAddress, error) {
+	if claim.Spec.AddressName != "" {
+		var a v1alpha1.IPAddress
+		err := r.Client.Get(ctx, types.NamespacedName{Name: claim.Spec.AddressName}, &a)
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		named := r.assumed.overlay([]v1alpha1.IPAddress{a}, free)
+		switch {
+		case len(named) == 0:
+			return nil, nil
+		case !r.assumed.reserve(a.Name):
+			return nil, errBusy
+		}
+		return named, nil
+	}
+	// A claim whose status reports every family needs no candidates; if
+	// those addresses turn out to be gone it goes Lost, and the next pass
+	// lists candidates again.
+	if class == nil || len(binding.UnreportedFamilies(claim)) == 0 {
+		return nil, nil
+	}
+	var out []v1alpha1.IPAddress
+	for _, f := range claim.Spec.Family.Families() {
+		// Read-only and uncopied: a pool may hold many Available addresses
+		// and only the smallest free one is passed on.
+		var list v1alpha1.IPAddressList
+		if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy,
+			client.MatchingFields{index.AddressPool: index.PoolKey(class.Name, f, v1alpha1.AddressAvailable)}); err != nil {
+			return out, err
+		}
+		a, busy := r.assumed.reserveSmallest(list.Items, free)
+		switch {
+		case a != nil:
+			out = append(out, *a)
+		case busy:
+			// Only in-flight candidates: one may fail and be free again.
+			return out, errBusy
+		}
+	}
+	return out, nil
+}
+
+// bind writes an address's claimRef, preconditioned on the resource version
+// the pass read, and remembers the write.
+func (r *Reconciler) bind(ctx context.Context, a *v1alpha1.IPAddress) error {
+	if err := r.Client.Update(ctx, a); err != nil {
+		return fmt.Errorf("writing the claimRef of %s: %w", a.Name, err)
+	}
+	r.assumed.assume(a)
+	return nil
+}
+
+// execute carries out a plan in the design's write order. Any failed write
+// ends the pass with an error; the next pass re-derives everything.
+func (r *Reconciler) execute(ctx context.Context, claim *v1alpha1.IPAddressClaim, p plan) error {
+	log := logf.FromContext(ctx)
+	if p.addFinalizer || p.provisioner != nil {
+		err := lock.Patch(ctx, r.Client, claim, func() {
+			if p.addFinalizer {
+				controllerutil.AddFinalizer(claim, v1alpha1.FinalizerClaimProtection)
+			}
+			if p.provisioner != nil {
+				metav1.SetMetaDataAnnotation(&claim.ObjectMeta, v1alpha1.AnnotationProvisioner, *p.provisioner)
+			}
+		})
+		if err != nil {
+			return fmt.Errorf("protecting and stamping the claim: %w", err)
+		}
+		r.versions.Wrote(client.ObjectKeyFromObject(claim), claim.ResourceVersion)
+	}
+	for _, a := range p.bind {
+		if err := r.bind(ctx, a); err != nil {
+			return err
+		}
+		log.V(1).Info("wrote claimRef", "address", a.Name, "claimRef", a.Spec.ClaimRef)
+	}
+	for _, a := range p.release {
+		if err := r.Client.Status().Update(ctx, a); err != nil {
+			return fmt.Errorf("releasing %s: %w", a.Name, err)
+		}
+	}
+	for _, a := range p.remove {
+		if err := r.Client.Delete(ctx, a, client.Preconditions{UID: &a.UID}); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting %s: %w", a.Name, err)
+		}
+		r.assumed.forget(a.Name)
+	}
+	if p.status != nil {
+		updated := claim.DeepCopy()
+		updated.Status = *p.status
+		if err := r.Client.Status().Update(ctx, updated); err != nil {
+			return fmt.Errorf("writing the claim status: %w", err)
+		}
+		r.versions.Wrote(client.ObjectKeyFromObject(updated), updated.ResourceVersion)
+		if p.boundNow {
+			metrics.ObserveTimeToBound(updated.Status.ClassName, r.Now().Sub(claim.CreationTimestamp.Time))
+		}
+		claim = updated
+	}
+	if p.removeFinalizer {
+		if err := lock.SetFinalizer(ctx, r.Client, claim, v1alpha1.FinalizerClaimProtection, false); err != nil {
+			return fmt.Errorf("removing the claim's finalizer: %w", err)
+		}
+	}
+	for _, e := range p.events {
+		r.Recorder.Record(e)
+	}
+	return nil
+}

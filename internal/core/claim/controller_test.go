@@ -1,0 +1,115 @@
+package claim
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/fakeapi"
+	"github.com/cozystack/address-controller/internal/recorder"
+)
+
+func TestDegrades(t *testing.T) { // and so unsure
+	a := v1alpha1.ClaimedAddress{Name: "ip-203-0-113-1", Address: "203.0.113.1"}
+	b := v1alpha1.ClaimedAddress{Name: "ip-203-0-113-2", Address: "203.0.113.2"}
+	st := func(p v1alpha1.ClaimPhase, addrs ...v1alpha1.ClaimedAddress) v1alpha1.IPAddressClaimStatus {
+		return v1alpha1.IPAddressClaimStatus{Phase: p, Addresses: addrs}
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after v1alpha1.IPAddressClaimStatus
+		want          bool
+	}{
+		{"4-8 Bound to Lost", st(v1alpha1.ClaimBound, a), st(v1alpha1.ClaimLost), true},
+		{"4-8 an address dropped", st(v1alpha1.ClaimBound, a), st(v1alpha1.ClaimPending), true},
+		{"4-8 an address replaced", st(v1alpha1.ClaimBound, a), st(v1alpha1.ClaimBound, b), true},
+		{"4-8 Lost stays Lost", st(v1alpha1.ClaimLost), st(v1alpha1.ClaimLost), false},
+		{"4-7 Pending to Bound", st(v1alpha1.ClaimPending), st(v1alpha1.ClaimBound, a), false},
+		{"4-8 Lost restored", st(v1alpha1.ClaimLost), st(v1alpha1.ClaimBound, a), false},
+	} {
+		if got := degrades(tc.before, tc.after); got != tc.want {
+			t.Errorf("%s: degrades = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// fakes is a cache and an API server for a Reconciler, each holding its
+// own objects.
+func fakes(t *testing.T, cacheObjs, liveObjs []client.Object) (cache, live client.Client) {
+	t.Helper()
+	return fakeapi.New(t, cacheObjs), fakeapi.New(t, liveObjs)
+}
+
+func reconciler(cache, live client.Client) *Reconciler {
+	return &Reconciler{Client: cache, APIReader: live, Now: func() time.Time { return now }, Recorder: recorder.New(events.NewFakeRecorder(10))}
+}
+
+func objects(objs ...client.Object) []client.Object {
+	out := make([]client.Object, len(objs))
+	for i, o := range objs {
+		out[i] = o.DeepCopyObject().(client.Object)
+	}
+	return out
+}
+
+// 4-8: a claim another binder bound (a previous leader) reaches this
+// binder's cache before the address does — each kind is watched apart. A
+// pass on that cache sees a Bound claim without its address; it must not
+// turn the claim Lost, dropping the address a tenant reads (found by make
+// chaos: a leader frozen past its lease woke to exactly this).
+func TestLaggingCacheDoesNotLoseABinding(t *testing.T) {
+	claim := newClaim("web", withClass("public"), withPhase(v1alpha1.ClaimBound))
+	addr := newAddress("203.0.113.1", "public", boundTo(claim))
+	withReported(addr)(claim)
+	class := newClass("public")
+	cache, live := fakes(t, objects(claim, &class), objects(claim, &class, &addr)) // the address has yet to reach the cache
+	r := reconciler(cache, live)
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(claim)}); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.IPAddressClaim
+	if err := cache.Get(context.Background(), client.ObjectKeyFromObject(claim), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.Phase != v1alpha1.ClaimBound || len(got.Status.Addresses) != 1 {
+		t.Errorf("the claim is %s with %v, want Bound with %s", got.Status.Phase, got.Status.Addresses, addr.Spec.Address)
+	}
+}
+
+// 4-3: two binders bound a family twice (a leader woken from a pause and
+// its successor). Which binding to keep is read from the claim's status;
+// a binder whose cache has yet to see the status its successor wrote
+// would keep the other one, and each would release the one the other
+// kept (found by make chaos). A release is decided on the claim the API
+// server has: this binder waits for its cache.
+func TestExcessReleasedOnlyOnTheCurrentClaim(t *testing.T) {
+	stale := newClaim("web", withClass("public"), withPhase(v1alpha1.ClaimPending))
+	a1 := newAddress("203.0.113.1", "public", boundTo(stale))
+	a2 := newAddress("203.0.113.2", "public", boundTo(stale))
+	current := stale.DeepCopy()
+	withPhase(v1alpha1.ClaimBound)(current)
+	withReported(a2)(current)
+	class := newClass("public")
+	cache, live := fakes(t, objects(stale, &class, &a1, &a2), objects(current, &class, &a1, &a2))
+	if err := live.Status().Update(context.Background(), current); err != nil { // a newer version than the cache's
+		t.Fatal(err)
+	}
+	r := reconciler(cache, live)
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(stale)}); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []v1alpha1.IPAddress{a1, a2} {
+		var got v1alpha1.IPAddress
+		if err := cache.Get(context.Background(), client.ObjectKeyFromObject(&a), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.ClaimRef == nil {
+			t.Errorf("%s was released on a stale claim", a.Name)
+		}
+	}
+}

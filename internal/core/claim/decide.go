@@ -1,0 +1,364 @@
+package claim
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/recorder"
+)
+
+// snapshot is everything one pass decides on. It is gathered from the cache
+// by the reconciler; decide reads nothing else.
+type snapshot struct {
+	claim *v1alpha1.IPAddressClaim
+	// addresses holds every address whose claimRef names the claim, and the
+	// Available addresses of the claim's class and families (the candidates).
+	addresses []v1alpha1.IPAddress
+	// class is the claim's class, resolved once per pass (newSnapshot).
+	class resolution
+	now   time.Time
+}
+
+// newSnapshot resolves the claim's class among classes.
+func newSnapshot(claim *v1alpha1.IPAddressClaim, addresses []v1alpha1.IPAddress, classes []v1alpha1.IPAddressClass, now time.Time) snapshot {
+	return snapshot{claim: claim, addresses: addresses, class: resolveClass(claim, classes), now: now}
+}
+
+// plan is what one pass writes, in order: claim metadata, address specs,
+// address statuses, address deletions, claim status, events.
+type plan struct {
+	addFinalizer    bool
+	removeFinalizer bool
+	// provisioner is the stamp to write; nil leaves the annotation alone.
+	provisioner *string
+	// bind holds addresses whose claimRef the pass writes (set, accepted,
+	// or cleared for an excess binding), as they should be stored.
+	bind []*v1alpha1.IPAddress
+	// release holds addresses whose status the pass writes (reclaim: Released).
+	release []*v1alpha1.IPAddress
+	// remove holds addresses the pass deletes (reclaim: Delete).
+	remove []*v1alpha1.IPAddress
+	// status is the claim status to write; nil when unchanged.
+	status *v1alpha1.IPAddressClaimStatus
+	events []recorder.Event // on transitions only
+	// boundNow: the claim became Bound in this pass.
+	boundNow bool
+}
+
+// decide runs contract §4 (or §6 for a claim being deleted) over s.
+func decide(s snapshot) plan {
+	if s.claim.DeletionTimestamp != nil {
+		return decideReclaim(s) // [§6]
+	}
+	var p plan
+	claim := s.claim
+	p.addFinalizer = !controllerutil.ContainsFinalizer(claim, v1alpha1.FinalizerClaimProtection) // [4-2]
+
+	bound, preBound := collect(s)         // [4-3]
+	bound = p.releaseExcess(claim, bound) // [4-3 excess]
+	held := families(bound)
+
+	var res *resolution
+	if len(preBound) > 0 || len(binding.MissingFamilies(claim, held)) > 0 {
+		res = &s.class // [4-6]
+	}
+	bound = append(bound, p.acceptPreBindings(claim, res, preBound, held)...) // [4-4]
+	held = families(bound)
+	missing := binding.MissingFamilies(claim, held) // [4-5]
+	if res != nil && res.class != nil && len(missing) > 0 {
+		p.stamp(claim, res.class) // [4-6]
+	}
+	var wait waiting
+	if res != nil && res.class != nil {
+		var matched []v1alpha1.IPAddress
+		matched, wait = p.match(s, res.class, missing) // [4-7]
+		bound = append(bound, matched...)
+	}
+	p.setStatus(s, bound, res, wait) // [4-8]
+	return p
+}
+
+// collect returns the addresses bound to the claim (claimRef with its UID)
+// and those pre-bound to it (claimRef with no UID). A claimRef with another
+// UID is a stale binding to an earlier claim of the same name: never
+// collected.
+func collect(s snapshot) (bound, preBound []v1alpha1.IPAddress) {
+	for _, a := range s.addresses {
+		switch {
+		case binding.Holds(&a, s.claim):
+			bound = append(bound, a)
+		case binding.PreBound(&a, s.claim):
+			preBound = append(preBound, a)
+		}
+	}
+	binding.SortByName(bound)
+	binding.SortByName(preBound)
+	return bound, preBound
+}
+
+// releaseExcess keeps one bound address per family — the one the claim
+// already reports, else the smallest name — and clears the claimRef of the
+// rest. A claim ends up with two only when two binders raced on stale
+// caches; the address it reported is the one a workload may already use.
+func (p *plan) releaseExcess(claim *v1alpha1.IPAddressClaim, bound []v1alpha1.IPAddress) []v1alpha1.IPAddress {
+	reported := func(a v1alpha1.IPAddress) bool {
+		return slices.ContainsFunc(claim.Status.Addresses, func(c v1alpha1.ClaimedAddress) bool { return c.Name == a.Name })
+	}
+	sort.SliceStable(bound, func(i, j int) bool { return reported(bound[i]) && !reported(bound[j]) })
+	var kept []v1alpha1.IPAddress
+	seen := map[v1alpha1.IPFamily]bool{}
+	for _, a := range bound {
+		f := binding.Family(&a)
+		if !seen[f] {
+			seen[f] = true
+			kept = append(kept, a)
+			continue
+		}
+		excess := a.DeepCopy()
+		excess.Spec.ClaimRef = nil
+		p.bind = append(p.bind, excess)
+		p.events = append(p.events, recorder.WarningOnce(claim, v1alpha1.ReasonExcessBindingReleased,
+			"released %s (%s): the claim already holds an %s address", a.Name, a.Spec.Address, f))
+	}
+	binding.SortByName(kept)
+	return kept
+}
+
+func families(addrs []v1alpha1.IPAddress) map[v1alpha1.IPFamily]bool {
+	held := map[v1alpha1.IPFamily]bool{}
+	for i := range addrs {
+		held[binding.Family(&addrs[i])] = true
+	}
+	return held
+}
+
+// acceptPreBindings writes the claim's UID into pre-bindings of its class,
+// of a requested family it does not hold yet; it refuses the rest with an
+// event. Without a resolved class nothing is judged yet.
+func (p *plan) acceptPreBindings(claim *v1alpha1.IPAddressClaim, res *resolution, preBound []v1alpha1.IPAddress, held map[v1alpha1.IPFamily]bool) []v1alpha1.IPAddress {
+	if len(preBound) == 0 || res == nil || res.class == nil {
+		return nil
+	}
+	var accepted []v1alpha1.IPAddress
+	for _, a := range preBound {
+		f := binding.Family(&a)
+		var why string
+		switch {
+		case a.Spec.ClassName != res.class.Name:
+			why = fmt.Sprintf("it is of class %q, the claim of %q", a.Spec.ClassName, res.class.Name)
+		case !slices.Contains(claim.Spec.Family.Families(), f):
+			why = fmt.Sprintf("the claim does not request %s", familyText(f))
+		case held[f]:
+			why = fmt.Sprintf("the claim already holds an %s address", f)
+		}
+		if why != "" {
+			p.events = append(p.events, recorder.WarningOnce(claim, v1alpha1.ReasonPreBindingRefused,
+				"refused the pre-binding of %s (%s): %s", a.Name, a.Spec.Address, why))
+			continue
+		}
+		// A copy: the snapshot's ClaimRef is the cache's.
+		ref := *a.Spec.ClaimRef
+		ref.UID = claim.UID
+		a.Spec.ClaimRef = &ref
+		p.bind = append(p.bind, a.DeepCopy())
+		accepted = append(accepted, a)
+		held[f] = true
+	}
+	return accepted
+}
+
+func familyText(f v1alpha1.IPFamily) string {
+	if f == "" {
+		return "an invalid address"
+	}
+	return string(f)
+}
+
+// stamp mirrors the resolved class's provisioner onto the claim: the
+// driver's watch key.
+func (p *plan) stamp(claim *v1alpha1.IPAddressClaim, class *v1alpha1.IPAddressClass) {
+	if claim.Annotations[v1alpha1.AnnotationProvisioner] != class.Spec.Provisioner {
+		p.provisioner = &class.Spec.Provisioner
+	}
+}
+
+// waiting is why a claim with a resolved class waits: the Bound
+// condition's reason and message ("" reason: it does not wait).
+type waiting struct{ reason, message string }
+
+// match binds, per missing family, the candidate with the smallest name:
+// spec.addressName if set, otherwise any Available address of the class and
+// family. It returns the addresses bound and, when some family found no
+// candidate, why the claim waits.
+func (p *plan) match(s snapshot, class *v1alpha1.IPAddressClass, missing []v1alpha1.IPFamily) (matched []v1alpha1.IPAddress, wait waiting) {
+	claim := s.claim
+	candidates := slices.Clone(s.addresses)
+	binding.SortByName(candidates)
+	var waitingFor []string
+	for _, f := range missing {
+		i := slices.IndexFunc(candidates, func(a v1alpha1.IPAddress) bool {
+			return matchable(&a, class.Name, f) && (claim.Spec.AddressName == "" || a.Name == claim.Spec.AddressName)
+		})
+		if i < 0 {
+			waitingFor = append(waitingFor, string(f))
+			continue
+		}
+		a := candidates[i].DeepCopy()
+		a.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}
+		p.bind = append(p.bind, a)
+		matched = append(matched, *a)
+	}
+	switch {
+	case len(waitingFor) == 0:
+	case claim.Spec.AddressName != "":
+		wait = waiting{v1alpha1.ReasonWaitingForAddress, fmt.Sprintf("waiting for IPAddress %s to be Available in class %q as %s",
+			claim.Spec.AddressName, class.Name, strings.Join(waitingFor, " and "))}
+	default:
+		wait = waiting{v1alpha1.ReasonWaitingForProvisioning, fmt.Sprintf("waiting for provisioner %s to provision %s in class %q",
+			class.Spec.Provisioner, strings.Join(waitingFor, " and "), class.Name)}
+		// The driver's word on the class, when it refuses it, says why the
+		// wait may be long.
+		if c := meta.FindStatusCondition(class.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
+			wait.message += fmt.Sprintf(": the provisioner reports the class not ready (%s: %s)", c.Reason, c.Message)
+		}
+	}
+	return matched, wait
+}
+
+// free: phase Available (so accepted by the address reconciler), no
+// claimRef, not being deleted.
+func free(a *v1alpha1.IPAddress) bool {
+	return a.Status.Phase == v1alpha1.AddressAvailable && a.Spec.ClaimRef == nil && a.DeletionTimestamp == nil
+}
+
+// matchable: free, of the class and family.
+func matchable(a *v1alpha1.IPAddress, class string, f v1alpha1.IPFamily) bool {
+	return free(a) && a.Spec.ClassName == class && binding.Family(a) == f
+}
+
+// setStatus recomputes the claim status from the bound addresses and records
+// the transitions worth an event.
+func (p *plan) setStatus(s snapshot, bound []v1alpha1.IPAddress, res *resolution, wait waiting) {
+	claim := s.claim
+	status := claim.Status.DeepCopy()
+	status.Addresses = nil
+	binding.SortByName(bound)
+	var lost []string
+	for _, a := range bound {
+		status.Addresses = append(status.Addresses, v1alpha1.ClaimedAddress{Name: a.Name, Address: a.Spec.Address})
+		if a.Status.Phase == v1alpha1.AddressLost {
+			lost = append(lost, a.Name)
+		}
+	}
+	if res != nil {
+		if res.class != nil {
+			status.ClassName = res.class.Name
+		}
+		binding.SetCondition(&status.Conditions, res.condition(), s.now)
+		if old := meta.FindStatusCondition(claim.Status.Conditions, v1alpha1.ConditionClassResolved); res.class == nil && (old == nil || old.Reason != res.reason) {
+			p.events = append(p.events, recorder.Warning(claim, res.reason, "%s", res.message))
+		}
+	}
+
+	allHeld := len(binding.MissingFamilies(claim, families(bound))) == 0
+	cond := metav1.Condition{Type: v1alpha1.ConditionBound, Status: metav1.ConditionFalse}
+	switch {
+	case allHeld && len(lost) == 0:
+		status.Phase = v1alpha1.ClaimBound
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, v1alpha1.ReasonBound, "bound to "+addressList(status.Addresses)
+	case claim.Status.Phase == v1alpha1.ClaimBound || claim.Status.Phase == v1alpha1.ClaimLost:
+		status.Phase = v1alpha1.ClaimLost
+		cond.Reason = v1alpha1.ReasonLost
+		cond.Message = lostMessage(claim, bound, lost)
+	default:
+		status.Phase = v1alpha1.ClaimPending
+		cond.Reason, cond.Message = pendingReason(res, wait)
+	}
+	binding.SetCondition(&status.Conditions, cond, s.now)
+
+	switch {
+	case status.Phase == v1alpha1.ClaimLost && claim.Status.Phase != v1alpha1.ClaimLost:
+		p.events = append(p.events, recorder.Warning(claim, v1alpha1.ReasonLost, "%s", cond.Message))
+	case status.Phase == v1alpha1.ClaimBound && claim.Status.Phase == v1alpha1.ClaimLost:
+		p.events = append(p.events, recorder.Normal(claim, v1alpha1.ReasonBound, "binding restored: %s", cond.Message))
+	}
+	p.boundNow = status.Phase == v1alpha1.ClaimBound && claim.Status.Phase != v1alpha1.ClaimBound
+	if !statusEqual(&claim.Status, status) {
+		p.status = status
+	}
+}
+
+// pendingReason is the Bound condition of a Pending claim: its class has
+// yet to resolve, or it waits for an address (wait).
+func pendingReason(res *resolution, wait waiting) (reason, message string) {
+	if res != nil && res.class != nil {
+		return wait.reason, wait.message
+	}
+	msg := "waiting for the claim's class to resolve"
+	if res != nil {
+		msg += ": " + res.message
+	}
+	return v1alpha1.ReasonWaitingForClass, msg
+}
+
+func lostMessage(claim *v1alpha1.IPAddressClaim, bound []v1alpha1.IPAddress, lost []string) string {
+	var parts []string
+	if len(lost) > 0 {
+		parts = append(parts, "address "+strings.Join(lost, ", ")+" is Lost")
+	}
+	for _, f := range binding.MissingFamilies(claim, families(bound)) {
+		parts = append(parts, "the "+string(f)+" address is gone")
+	}
+	return strings.Join(parts, "; ") + "; the claim is not re-provisioned around a lost binding"
+}
+
+func addressList(addrs []v1alpha1.ClaimedAddress) string {
+	parts := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		parts = append(parts, fmt.Sprintf("%s (%s)", a.Name, a.Address))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func statusEqual(a, b *v1alpha1.IPAddressClaimStatus) bool {
+	return a.Phase == b.Phase && a.ClassName == b.ClassName &&
+		slices.Equal(a.Addresses, b.Addresses) && conditionsEqual(a.Conditions, b.Conditions)
+}
+
+func conditionsEqual(a, b []metav1.Condition) bool {
+	return slices.EqualFunc(a, b, func(x, y metav1.Condition) bool {
+		return x.Type == y.Type && x.Status == y.Status && x.Reason == y.Reason && x.Message == y.Message &&
+			x.LastTransitionTime.Equal(&y.LastTransitionTime)
+	})
+}
+
+// unsure reports whether plan p takes from the claim what a lagging cache
+// may show wrongly: it turns the claim Lost or drops an address its status
+// reports, or it releases an excess binding (which of two bindings to keep
+// is read from the claim's status — two binders on caches of different
+// ages each released the other's). Such a plan is decided again on what
+// the API server shows.
+func unsure(claim *v1alpha1.IPAddressClaim, p plan) bool {
+	if p.status != nil && degrades(claim.Status, *p.status) {
+		return true
+	}
+	return slices.ContainsFunc(p.bind, func(a *v1alpha1.IPAddress) bool { return a.Spec.ClaimRef == nil })
+}
+
+// degrades reports whether status after turns the claim Lost or drops an
+// address before reports: what a pass must not decide on a lagging cache.
+func degrades(before, after v1alpha1.IPAddressClaimStatus) bool {
+	if after.Phase == v1alpha1.ClaimLost && before.Phase != v1alpha1.ClaimLost {
+		return true
+	}
+	return slices.ContainsFunc(before.Addresses, func(a v1alpha1.ClaimedAddress) bool { return !slices.Contains(after.Addresses, a) })
+}

@@ -1,0 +1,367 @@
+package claim
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+// outcome is the comparable summary of a plan.
+type outcome struct {
+	addFinalizer, removeFinalizer bool
+	stamp                         string
+	// bind: "<address> -> <namespace>/<name> <uid>", or "<address> -> none".
+	bind          []string
+	release       []string
+	remove        []string
+	phase         v1alpha1.ClaimPhase
+	className     string
+	addresses     []string
+	classResolved string // reason of the ClassResolved condition, "" if absent
+	bound         string // reason of the Bound condition
+	events        []string
+}
+
+func summarize(claim *v1alpha1.IPAddressClaim, p plan) outcome {
+	o := outcome{addFinalizer: p.addFinalizer, removeFinalizer: p.removeFinalizer}
+	if p.provisioner != nil {
+		o.stamp = *p.provisioner
+	}
+	for _, a := range p.bind {
+		if ref := a.Spec.ClaimRef; ref != nil {
+			o.bind = append(o.bind, fmt.Sprintf("%s -> %s/%s %s", a.Name, ref.Namespace, ref.Name, ref.UID))
+		} else {
+			o.bind = append(o.bind, a.Name+" -> none")
+		}
+	}
+	for _, a := range p.release {
+		o.release = append(o.release, a.Name+" "+string(a.Status.Phase))
+	}
+	for _, a := range p.remove {
+		o.remove = append(o.remove, a.Name)
+	}
+	st := claim.Status
+	if p.status != nil {
+		st = *p.status
+	}
+	o.phase, o.className = st.Phase, st.ClassName
+	for _, a := range st.Addresses {
+		o.addresses = append(o.addresses, a.Name)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionClassResolved); c != nil {
+		o.classResolved = c.Reason
+	}
+	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionBound); c != nil {
+		o.bound = c.Reason
+	}
+	for _, e := range p.events {
+		o.events = append(o.events, e.Type+" "+e.Reason)
+	}
+	return o
+}
+
+// The table mirrors contract §4 (bind) and §6 (reclaim): each name starts
+// with the step it tests.
+func TestDecide(t *testing.T) {
+	public := newClass("public", asDefault)
+	private := newClass("private")
+	claim := newClaim("web")
+	dual := newClaim("web", withFamily(v1alpha1.Dual))
+	tests := []struct {
+		name      string
+		claim     *v1alpha1.IPAddressClaim
+		addresses []v1alpha1.IPAddress
+		classes   []v1alpha1.IPAddressClass
+		want      outcome
+	}{
+		{
+			name:    "4-2 adds the protection finalizer and stamps the provisioner",
+			claim:   newClaim("web", noFinalizer),
+			classes: []v1alpha1.IPAddressClass{public},
+			want: outcome{addFinalizer: true, stamp: "p.example.com/public", phase: v1alpha1.ClaimPending, className: "public",
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonWaitingForProvisioning},
+		},
+		{
+			name:      "4-3 collects an address bound with the claim's UID",
+			claim:     newClaim("web", withStatusClass("public")),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", boundTo(claim))},
+			want:      outcome{phase: v1alpha1.ClaimBound, className: "public", addresses: []string{"ip-203-0-113-7"}, bound: v1alpha1.ReasonBound},
+		},
+		{
+			name:      "4-3 never collects a stale binding to an earlier claim of the same name",
+			claim:     claim,
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", staleFor(claim))},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want: outcome{stamp: "p.example.com/public", phase: v1alpha1.ClaimPending, className: "public",
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonWaitingForProvisioning},
+		},
+		{
+			name:  "4-3 releases an excess binding of a family, keeping the reported address",
+			claim: newClaim("web", withStatusClass("public"), withPhase(v1alpha1.ClaimBound), withReported(newAddress("203.0.113.9", "public"))),
+			addresses: []v1alpha1.IPAddress{
+				newAddress("203.0.113.7", "public", boundTo(claim)),
+				newAddress("203.0.113.9", "public", boundTo(claim)),
+			},
+			want: outcome{bind: []string{"ip-203-0-113-7 -> none"}, phase: v1alpha1.ClaimBound, className: "public",
+				addresses: []string{"ip-203-0-113-9"}, bound: v1alpha1.ReasonBound, events: []string{"Warning ExcessBindingReleased"}},
+		},
+		{
+			name:      "4-4 accepts a driver's pre-binding by writing the claim's UID",
+			claim:     claim,
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", preBoundTo(claim))},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want: outcome{bind: []string{"ip-203-0-113-7 -> tenant/web uid-web"}, phase: v1alpha1.ClaimBound, className: "public",
+				addresses: []string{"ip-203-0-113-7"}, classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonBound},
+		},
+		{
+			name:      "4-4 refuses a pre-binding of another class",
+			claim:     claim,
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "private", preBoundTo(claim))},
+			classes:   []v1alpha1.IPAddressClass{public, private},
+			want: outcome{stamp: "p.example.com/public", phase: v1alpha1.ClaimPending, className: "public", classResolved: v1alpha1.ReasonResolved,
+				bound: v1alpha1.ReasonWaitingForProvisioning, events: []string{"Warning PreBindingRefused"}},
+		},
+		{
+			name:      "4-4 refuses a pre-binding of a family the claim does not request",
+			claim:     claim,
+			addresses: []v1alpha1.IPAddress{newAddress("2001:db8::7", "public", preBoundTo(claim))},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want: outcome{stamp: "p.example.com/public", phase: v1alpha1.ClaimPending, className: "public", classResolved: v1alpha1.ReasonResolved,
+				bound: v1alpha1.ReasonWaitingForProvisioning, events: []string{"Warning PreBindingRefused"}},
+		},
+		{
+			name:  "4-4 refuses a pre-binding of a family the claim already holds",
+			claim: newClaim("web", withStatusClass("public")),
+			addresses: []v1alpha1.IPAddress{
+				newAddress("203.0.113.7", "public", boundTo(claim)),
+				newAddress("203.0.113.8", "public", preBoundTo(claim)),
+			},
+			classes: []v1alpha1.IPAddressClass{public},
+			want: outcome{phase: v1alpha1.ClaimBound, className: "public", addresses: []string{"ip-203-0-113-7"},
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonBound, events: []string{"Warning PreBindingRefused"}},
+		},
+		{
+			name:      "4-4 a Released pre-binding (an earlier claim of the name was deleted before accepting it) waits for an admin",
+			claim:     claim,
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", preBoundTo(claim), inPhase(v1alpha1.AddressReleased))},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want: outcome{stamp: "p.example.com/public", phase: v1alpha1.ClaimPending, className: "public", classResolved: v1alpha1.ReasonResolved,
+				bound: v1alpha1.ReasonWaitingForProvisioning},
+		},
+		{
+			name:      "4-4 leaves a pre-binding unjudged while the class does not resolve",
+			claim:     claim,
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", preBoundTo(claim))},
+			want: outcome{phase: v1alpha1.ClaimPending, classResolved: v1alpha1.ReasonNoDefaultClass, bound: v1alpha1.ReasonWaitingForClass,
+				events: []string{"Warning NoDefaultClass"}},
+		},
+		{
+			name:      "4-5 a fully bound claim does not consult its class, even a deleted one",
+			claim:     newClaim("web", withClass("gone"), withStatusClass("gone"), withPhase(v1alpha1.ClaimBound)),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "gone", boundTo(claim))},
+			want:      outcome{phase: v1alpha1.ClaimBound, className: "gone", addresses: []string{"ip-203-0-113-7"}, bound: v1alpha1.ReasonBound},
+		},
+		{
+			name:      "4-5 a Lost address keeps its family: no second address is bound",
+			claim:     newClaim("web", withStatusClass("public"), withPhase(v1alpha1.ClaimBound)),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", boundTo(claim), inPhase(v1alpha1.AddressLost)), newAddress("203.0.113.8", "public")},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want: outcome{phase: v1alpha1.ClaimLost, className: "public", addresses: []string{"ip-203-0-113-7"}, bound: v1alpha1.ReasonLost,
+				events: []string{"Warning Lost"}},
+		},
+		{
+			name:    "4-6 spec.className wins over status.className and the default",
+			claim:   newClaim("web", withClass("private"), withStatusClass("public")),
+			classes: []v1alpha1.IPAddressClass{public, private},
+			want: outcome{stamp: "p.example.com/private", phase: v1alpha1.ClaimPending, className: "private",
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonWaitingForProvisioning},
+		},
+		{
+			name:    "4-6 status.className is sticky when the default moves",
+			claim:   newClaim("web", withStatusClass("private")),
+			classes: []v1alpha1.IPAddressClass{public, private},
+			want: outcome{stamp: "p.example.com/private", phase: v1alpha1.ClaimPending, className: "private",
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonWaitingForProvisioning},
+		},
+		{
+			name:    "4-6 NoDefaultClass when no class is default",
+			claim:   claim,
+			classes: []v1alpha1.IPAddressClass{private},
+			want: outcome{phase: v1alpha1.ClaimPending, classResolved: v1alpha1.ReasonNoDefaultClass, bound: v1alpha1.ReasonWaitingForClass,
+				events: []string{"Warning NoDefaultClass"}},
+		},
+		{
+			name:    "4-6 MultipleDefaultClasses: the core refuses to guess",
+			claim:   claim,
+			classes: []v1alpha1.IPAddressClass{public, newClass("other", asDefault)},
+			want: outcome{phase: v1alpha1.ClaimPending, classResolved: v1alpha1.ReasonMultipleDefaultClasses, bound: v1alpha1.ReasonWaitingForClass,
+				events: []string{"Warning MultipleDefaultClasses"}},
+		},
+		{
+			name:    "4-6 ClassNotFound for a named class that does not exist",
+			claim:   newClaim("web", withClass("missing")),
+			classes: []v1alpha1.IPAddressClass{public},
+			want: outcome{phase: v1alpha1.ClaimPending, classResolved: v1alpha1.ReasonClassNotFound, bound: v1alpha1.ReasonWaitingForClass,
+				events: []string{"Warning ClassNotFound"}},
+		},
+		{
+			name:    "4-6 ClassNotFound for a class being deleted",
+			claim:   newClaim("web", withClass("public")),
+			classes: []v1alpha1.IPAddressClass{newClass("public", classDeleting)},
+			want: outcome{phase: v1alpha1.ClaimPending, classResolved: v1alpha1.ReasonClassNotFound, bound: v1alpha1.ReasonWaitingForClass,
+				events: []string{"Warning ClassNotFound"}},
+		},
+		{
+			name: "4-6 the stamp follows a claim re-targeted before binding",
+			claim: newClaim("web", withClass("private"), func(c *v1alpha1.IPAddressClaim) {
+				c.Annotations[v1alpha1.AnnotationProvisioner] = "p.example.com/public"
+			}),
+			classes: []v1alpha1.IPAddressClass{public, private},
+			want: outcome{stamp: "p.example.com/private", phase: v1alpha1.ClaimPending, className: "private",
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonWaitingForProvisioning},
+		},
+		{
+			name:  "4-7 binds the smallest Available address of its class and family",
+			claim: claim,
+			addresses: []v1alpha1.IPAddress{
+				newAddress("203.0.113.9", "public"), newAddress("203.0.113.10", "public"),
+				newAddress("203.0.113.1", "private"), newAddress("2001:db8::1", "public"),
+			},
+			classes: []v1alpha1.IPAddressClass{public, private},
+			want: outcome{stamp: "p.example.com/public", bind: []string{"ip-203-0-113-10 -> tenant/web uid-web"}, phase: v1alpha1.ClaimBound,
+				className: "public", addresses: []string{"ip-203-0-113-10"}, classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonBound},
+		},
+		{
+			name:      "4-7 skips addresses that are not Available",
+			claim:     claim,
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.1", "public", inPhase(v1alpha1.AddressPending)), newAddress("203.0.113.2", "public", inPhase(v1alpha1.AddressReleased))},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want: outcome{stamp: "p.example.com/public", phase: v1alpha1.ClaimPending, className: "public",
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonWaitingForProvisioning},
+		},
+		{
+			name:      "4-7 Dual binds one address of each family",
+			claim:     dual,
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public"), newAddress("2001:db8::7", "public")},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want: outcome{stamp: "p.example.com/public", bind: []string{"ip-203-0-113-7 -> tenant/web uid-web", "ip-2001-db8--7 -> tenant/web uid-web"},
+				phase: v1alpha1.ClaimBound, className: "public", addresses: []string{"ip-2001-db8--7", "ip-203-0-113-7"},
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonBound},
+		},
+		{
+			name:      "4-7 Dual with one family bound binds only the other",
+			claim:     newClaim("web", withFamily(v1alpha1.Dual), withStatusClass("public")),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", boundTo(dual)), newAddress("203.0.113.8", "public"), newAddress("2001:db8::7", "public")},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want: outcome{stamp: "p.example.com/public", bind: []string{"ip-2001-db8--7 -> tenant/web uid-web"},
+				phase: v1alpha1.ClaimBound, className: "public", addresses: []string{"ip-2001-db8--7", "ip-203-0-113-7"},
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonBound},
+		},
+		{
+			name:      "4-7 spec.addressName binds only that address",
+			claim:     newClaim("web", withAddressName("ip-203-0-113-9")),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.1", "public"), newAddress("203.0.113.9", "public")},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want: outcome{stamp: "p.example.com/public", bind: []string{"ip-203-0-113-9 -> tenant/web uid-web"}, phase: v1alpha1.ClaimBound,
+				className: "public", addresses: []string{"ip-203-0-113-9"}, classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonBound},
+		},
+		{
+			name:      "4-7 spec.addressName waits while that address is not Available",
+			claim:     newClaim("web", withAddressName("ip-203-0-113-9")),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.1", "public")},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want: outcome{stamp: "p.example.com/public", phase: v1alpha1.ClaimPending, className: "public",
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonWaitingForAddress},
+		},
+		{
+			name:    "4-7 no candidate: the claim waits for its driver",
+			claim:   claim,
+			classes: []v1alpha1.IPAddressClass{public},
+			want: outcome{stamp: "p.example.com/public", phase: v1alpha1.ClaimPending, className: "public",
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonWaitingForProvisioning},
+		},
+		{
+			name:      "4-8 a Bound claim whose address disappeared is Lost, not re-provisioned around",
+			claim:     newClaim("web", withStatusClass("public"), withPhase(v1alpha1.ClaimBound), withReported(newAddress("203.0.113.7", "public"))),
+			classes:   []v1alpha1.IPAddressClass{public},
+			addresses: nil,
+			want: outcome{stamp: "p.example.com/public", phase: v1alpha1.ClaimLost, className: "public",
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonLost, events: []string{"Warning Lost"}},
+		},
+		{
+			name:      "4-8 a Lost claim binds a new address once the Lost one is deleted",
+			claim:     newClaim("web", withStatusClass("public"), withPhase(v1alpha1.ClaimLost)),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.8", "public")},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want: outcome{stamp: "p.example.com/public", bind: []string{"ip-203-0-113-8 -> tenant/web uid-web"}, phase: v1alpha1.ClaimBound,
+				className: "public", addresses: []string{"ip-203-0-113-8"}, classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonBound,
+				events: []string{"Normal Bound"}},
+		},
+		{
+			name:      "4-8 a Lost claim returns to Bound when its address comes back",
+			claim:     newClaim("web", withStatusClass("public"), withPhase(v1alpha1.ClaimLost)),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", boundTo(claim))},
+			want: outcome{phase: v1alpha1.ClaimBound, className: "public", addresses: []string{"ip-203-0-113-7"}, bound: v1alpha1.ReasonBound,
+				events: []string{"Normal Bound"}},
+		},
+		{
+			name:      "4-1 a claim being deleted runs reclaim and nothing of §4",
+			claim:     newClaim("web", deleting, noFinalizer, withClass("public")),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.8", "public")},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want:      outcome{},
+		},
+		{
+			name:      "6-1 Retain: the address is Released, claimRef kept, then the finalizer goes",
+			claim:     newClaim("web", deleting),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", boundTo(claim))},
+			want: outcome{release: []string{"ip-203-0-113-7 Released"}, removeFinalizer: true,
+				events: []string{"Normal Released"}},
+		},
+		{
+			name:      "6-1 Delete: the address is deleted",
+			claim:     newClaim("web", deleting),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", boundTo(claim), reclaimDelete)},
+			want:      outcome{remove: []string{"ip-203-0-113-7"}, removeFinalizer: true},
+		},
+		{
+			name:  "6-1 Conflict and Lost keep their phase: they belong to the driver",
+			claim: newClaim("web", deleting, withFamily(v1alpha1.Dual)),
+			addresses: []v1alpha1.IPAddress{
+				newAddress("203.0.113.7", "public", boundTo(claim), inPhase(v1alpha1.AddressConflict)),
+				newAddress("2001:db8::7", "public", boundTo(claim), inPhase(v1alpha1.AddressLost)),
+			},
+			want: outcome{removeFinalizer: true},
+		},
+		{
+			name:      "6-1 an acceptable pre-binding is reclaimed too; a stale binding is not",
+			claim:     newClaim("web", deleting, withStatusClass("public")),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", preBoundTo(claim), reclaimDelete), newAddress("203.0.113.8", "public", staleFor(claim), reclaimDelete)},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want:      outcome{remove: []string{"ip-203-0-113-7"}, removeFinalizer: true, className: "public"},
+		},
+		{
+			name:      "6-2 a controller-owned claim's addresses are deleted whatever their policy",
+			claim:     newClaim("web", deleting, ownedByController),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", boundTo(claim))},
+			want:      outcome{remove: []string{"ip-203-0-113-7"}, removeFinalizer: true},
+		},
+		{
+			name:  "6-3 a claim without the finalizer is left to go",
+			claim: newClaim("web", deleting, noFinalizer),
+			want:  outcome{},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := decide(newSnapshot(tc.claim, tc.addresses, tc.classes, now))
+			if diff := cmp.Diff(tc.want, summarize(tc.claim, p), cmp.AllowUnexported(outcome{})); diff != "" {
+				t.Errorf("plan differs (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,47 @@
+package claim
+
+import (
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/recorder"
+)
+
+// decideReclaim runs contract §6 for a claim being deleted: every address it
+// holds (and every pre-binding step 4 would accept) is Released under Retain
+// or deleted under Delete — always deleted when a controller owns the claim —
+// and then the protection finalizer goes. Conflict and Lost belong to the
+// driver and keep their phase.
+func decideReclaim(s snapshot) plan {
+	var p plan
+	claim := s.claim
+	if !controllerutil.ContainsFinalizer(claim, v1alpha1.FinalizerClaimProtection) {
+		return p
+	}
+	bound, preBound := collect(s)
+	if len(preBound) > 0 {
+		var scratch plan
+		bound = append(bound, scratch.acceptPreBindings(claim, &s.class, preBound, families(bound))...)
+	}
+	owned := metav1.GetControllerOf(claim) != nil
+	for _, a := range bound {
+		a := a.DeepCopy()
+		switch {
+		case owned || a.Spec.ReclaimPolicy == v1alpha1.ReclaimDelete:
+			p.remove = append(p.remove, a)
+		case a.Status.Phase == v1alpha1.AddressConflict || a.Status.Phase == v1alpha1.AddressLost:
+		case binding.SetPhase(&a.Status, v1alpha1.AddressReleased, releasedMessage(claim), s.now):
+			p.release = append(p.release, a)
+			p.events = append(p.events, recorder.Normal(a, v1alpha1.ReasonReleased, "%s", releasedMessage(claim)))
+		}
+	}
+	p.removeFinalizer = true
+	return p
+}
+
+func releasedMessage(claim *v1alpha1.IPAddressClaim) string {
+	return "claim " + claim.Namespace + "/" + claim.Name + " was deleted; the address is retained until an admin clears spec.claimRef or deletes it"
+}

@@ -1,0 +1,92 @@
+package class
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/index"
+	"github.com/cozystack/address-controller/internal/lock"
+	"github.com/cozystack/address-controller/internal/recorder"
+	"github.com/cozystack/address-controller/internal/retry"
+)
+
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=list;watch;patch
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconciler protects classes from deletion while addresses of them exist.
+type Reconciler struct {
+	Client client.Client
+	// APIReader confirms past the cache that no address of a deleted class is left.
+	APIReader client.Reader
+	Recorder  *recorder.Recorder
+}
+
+// SetupWithManager registers the class controller.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("ipaddressclass").
+		For(&v1alpha1.IPAddressClass{}).
+		Watches(&v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.deletingClassOf)).
+		WithOptions(retry.Options(workers)).
+		Complete(r)
+}
+
+// deletingClassOf wakes an address's class only while that class is being
+// deleted, the one time addresses matter to it.
+func (r *Reconciler) deletingClassOf(ctx context.Context, o client.Object) []reconcile.Request {
+	name := o.(*v1alpha1.IPAddress).Spec.ClassName
+	var class v1alpha1.IPAddressClass
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &class); err != nil || class.DeletionTimestamp == nil {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+}
+
+// Reconcile gathers the class's addresses, decides, and writes.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var class v1alpha1.IPAddressClass
+	if err := r.Client.Get(ctx, req.NamespacedName, &class); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	var names []string
+	if class.DeletionTimestamp != nil {
+		var list v1alpha1.IPAddressList
+		if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressClassPhase: class.Name}); err != nil {
+			return reconcile.Result{}, err
+		}
+		for i := range list.Items {
+			names = append(names, list.Items[i].Name)
+		}
+		sort.Strings(names)
+	}
+	if class.DeletionTimestamp != nil && len(names) == 0 {
+		// The cache may not show an address created a moment ago; the
+		// class is released only when the API server agrees.
+		var live v1alpha1.IPAddressList
+		if err := r.APIReader.List(ctx, &live, client.MatchingFields{index.SelectableClassName: class.Name}, client.Limit(maxNamed)); err != nil {
+			return reconcile.Result{}, err
+		}
+		for i := range live.Items {
+			names = append(names, live.Items[i].Name)
+		}
+	}
+	p := decide(&class, names)
+	if p.addFinalizer || p.removeFinalizer {
+		if err := lock.SetFinalizer(ctx, r.Client, &class, v1alpha1.FinalizerClassProtection, p.addFinalizer); err != nil {
+			return reconcile.Result{}, fmt.Errorf("updating the class-protection finalizer: %w", err)
+		}
+	}
+	if p.inUse != "" {
+		r.Recorder.Record(recorder.WarningOnce(&class, v1alpha1.ReasonClassInUse, "%s", p.inUse))
+	}
+	return reconcile.Result{}, nil
+}

@@ -1,0 +1,195 @@
+package hold
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/driver/metallb"
+	"github.com/cozystack/address-controller/internal/recorder"
+)
+
+// apiServer is a fake API server holding objs.
+func apiServer(t *testing.T, objs ...client.Object) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, o := range objs {
+		objs[i] = o.DeepCopyObject().(client.Object)
+		objs[i].SetResourceVersion("") // the fake stamps its own
+	}
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+}
+
+// current is obj as the API server has it now (its resource version).
+func current[T client.Object](t *testing.T, api client.Client, obj T) T {
+	t.Helper()
+	if err := api.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+// The cache may show an address newer than a Service: the driver let go
+// of the Service and recorded so, while the Service's own watch has yet to
+// report that MetalLB took the address back. A Conflict is declared only
+// on what the API server shows (refresh), so no tenant is told its Service
+// holds an address without authorization when it does not.
+func TestRefreshJudgesConflictOnTheAPIServer(t *testing.T) {
+	stale := svc(ns, "a", holding(v4))
+	placeholder := ph(v4, key, holding(v4))
+	api := apiServer(t, svc(ns, "a"), placeholder, addr(v4, v1alpha1.AddressBound))
+	r := &Reconciler{APIReader: api}
+	// Let go of, recorded by nobody: the placeholder alone holds it.
+	s := snapshotOf(world{address: current(t, api, addr(v4, "")), strangers: []*corev1.Service{stale},
+		placeholders: []*corev1.Service{placeholder}})
+
+	if got := summarize(s.address, decide(s)); got.phase != v1alpha1.AddressConflict {
+		t.Fatalf("on the stale cache the pass should see a Conflict (the case refresh exists for), got %s", got.phase)
+	}
+	if err := r.refresh(context.Background(), &s); err != nil {
+		t.Fatal(err)
+	}
+	if got := summarize(s.address, decide(s)); got.phase != v1alpha1.AddressBound || len(got.events)+len(got.create)+len(got.update) > 0 {
+		t.Errorf("after refresh: %+v; want Bound, no write and no event", got)
+	}
+}
+
+// Two drivers lead for a moment when a leader wakes from a pause past its
+// lease. The woken one's cache may show the address's holding record
+// newer than the Service it names: its successor recorded Service s, then
+// pinned it, while the woken one still sees s unpinned and naming another
+// claim. Decided on that cache, the pass would drop s from the record —
+// and the driver would take its own pin for a stranger's, a Conflict it
+// never leaves (found by make chaos). A plan that drops a Service from the
+// record is decided again on the API server's Services.
+func TestRefreshKeepsARecordedService(t *testing.T) {
+	pinned := svc(ns, "s", naming("web"), pinnedBy(v4), holding(v4))
+	stale := svc(ns, "s", naming("other"))
+	placeholder := ph(v4, key)
+	recordS := func(a *v1alpha1.IPAddress) { a.Status.Holding = &v1alpha1.Holding{Workload: heldRef(pinned)} }
+	api := apiServer(t, pinned, placeholder, addr(v4, v1alpha1.AddressBound, associated("s"), recordS))
+	r := &Reconciler{APIReader: api}
+	a := current(t, api, addr(v4, ""))
+	s := snapshotOf(world{address: a, claim: true, strangers: []*corev1.Service{stale}, placeholders: []*corev1.Service{placeholder}})
+
+	drops := func(p plan) bool { return p.status != nil && gains(p.status.Holding, a.Status.Holding) }
+	p := decide(s)
+	if !drops(p) || !unsure(a, p) {
+		t.Fatalf("on the stale cache the plan should drop s from the record (the case refresh exists for): %+v", p.status)
+	}
+	if err := r.refresh(context.Background(), &s); err != nil {
+		t.Fatal(err)
+	}
+	p = decide(s)
+	if got := summarize(a, p); drops(p) || len(got.update) > 0 || got.associatedTo != ns+"/s" {
+		t.Errorf("after refresh: record %+v, plan %+v; want s kept attached and untouched", p.status, got)
+	}
+}
+
+// A cache older than the API server's address — another incarnation of
+// the name, deleted and created again while a leader slept — is waited
+// for: a pass on it would tear down the new address's placeholder (found
+// by make chaos).
+func TestRefreshWaitsForTheAddress(t *testing.T) {
+	old := addr(v4, v1alpha1.AddressBound, deleting)
+	old.UID = "an-earlier-incarnation"
+	placeholder := ph(v4, key, holding(v4))
+	api := apiServer(t, placeholder, addr(v4, v1alpha1.AddressBound))
+	r := &Reconciler{APIReader: api}
+	s := snapshotOf(world{address: old, placeholders: []*corev1.Service{placeholder}})
+	if p := decide(s); len(p.remove) == 0 || !unsure(old, p) {
+		t.Fatalf("on the stale cache the plan should delete the placeholder (the case refresh exists for): %+v", summarize(old, p))
+	}
+	if err := r.refresh(context.Background(), &s); !errors.Is(err, errStale) {
+		t.Errorf("refresh = %v, want errStale", err)
+	}
+}
+
+// indexer registers the driver's indexes on a fake client's builder.
+type indexer struct{ b *fake.ClientBuilder }
+
+func (i indexer) IndexField(_ context.Context, obj client.Object, field string, fn client.IndexerFunc) error {
+	i.b.WithIndex(obj, field, fn)
+	return nil
+}
+
+// An address missing from the cache may be one the cache has yet to
+// receive (a leader woken from a pause, its successor having provisioned
+// it meanwhile): its Services keep their pin unless the API server has no
+// such address either (found by make chaos: a dual-stack Service lost its
+// IPv6 pin, and with it both addresses, to a woken leader).
+func TestOrphansOnlyWhatTheAPIServerLost(t *testing.T) {
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := svc(ns, "a", naming("web"), pinnedBy(v4), holding(v4))
+	a := addr(v4, v1alpha1.AddressBound)
+	for _, tc := range []struct {
+		name     string
+		live     []client.Object
+		released bool
+	}{
+		{"7-4 the cache lags: the pin stays", []client.Object{a.DeepCopy()}, false},
+		{"7-4 removed by force: the pin goes", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := fake.NewClientBuilder().WithScheme(scheme).WithObjects(s.DeepCopy())
+			if err := metallb.SetupIndexes(context.Background(), indexer{b}); err != nil {
+				t.Fatal(err)
+			}
+			cache := b.Build()
+			r := &Reconciler{Client: cache, APIReader: apiServer(t, tc.live...),
+				Recorder: recorder.New(events.NewFakeRecorder(10))}
+			if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)}); err != nil {
+				t.Fatal(err)
+			}
+			var got corev1.Service
+			if err := cache.Get(context.Background(), client.ObjectKeyFromObject(s), &got); err != nil {
+				t.Fatal(err)
+			}
+			if released := got.Annotations[metallb.AnnotationPinned] == ""; released != tc.released {
+				t.Errorf("released = %v, want %v: %v", released, tc.released, got.Annotations)
+			}
+		})
+	}
+}
+
+// A leader woken from a pause sees its workload still holding the address
+// — in its cache; meanwhile the tenant detached it and the placeholder
+// took the address back. Decided on that cache, the pass would delete the
+// placeholder, the only holder left (found by make chaos). A plan that lets
+// go of a holder is decided again on the API server's Services.
+func TestRefreshKeepsTheOnlyHolder(t *testing.T) {
+	stale := svc(ns, "a", naming("web"), pinnedBy(v4), holding(v4))
+	placeholder := ph(v4, key, holding(v4))
+	recordA := func(a *v1alpha1.IPAddress) { a.Status.Holding = &v1alpha1.Holding{Workload: heldRef(stale)} }
+	api := apiServer(t, svc(ns, "a"), placeholder, addr(v4, v1alpha1.AddressBound, associated("a"), recordA))
+	r := &Reconciler{APIReader: api}
+	a := current(t, api, addr(v4, ""))
+	s := snapshotOf(world{address: a, claim: true, services: []*corev1.Service{stale}, placeholders: []*corev1.Service{placeholder}})
+	if p := decide(s); len(p.remove) == 0 || !unsure(a, p) {
+		t.Fatalf("on the stale cache the plan should delete the placeholder (the case refresh exists for): %+v", summarize(a, p))
+	}
+	if err := r.refresh(context.Background(), &s); err != nil {
+		t.Fatal(err)
+	}
+	if got := summarize(a, decide(s)); len(got.remove) > 0 {
+		t.Errorf("after refresh the placeholder is deleted: %+v", got)
+	}
+}

@@ -1,0 +1,668 @@
+package hold
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go4.org/netipx"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/driver/metallb"
+)
+
+const (
+	ns      = "tenant"
+	claimID = types.UID("c1")
+	key     = sharingKeyPrefix + "c1"
+	v4      = "203.0.113.1"
+	v6      = "2001:db8::1"
+)
+
+var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+// --- builders ---
+
+func addr(ip string, phase v1alpha1.AddressPhase, mods ...func(*v1alpha1.IPAddress)) *v1alpha1.IPAddress {
+	name, _ := v1alpha1.IPAddressName(ip)
+	a := &v1alpha1.IPAddress{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Finalizers: []string{metallb.FinalizerTeardown}},
+		Spec: v1alpha1.IPAddressSpec{Address: ip, ClassName: "public",
+			ClaimRef: &v1alpha1.ClaimReference{Namespace: ns, Name: "web", UID: claimID}},
+	}
+	if phase != "" {
+		binding.SetPhase(&a.Status, phase, "", now.Add(-time.Hour))
+	}
+	for _, m := range mods {
+		m(a)
+	}
+	return a
+}
+
+func deleting(a *v1alpha1.IPAddress) { a.DeletionTimestamp = &metav1.Time{Time: now} }
+
+func svc(namespace, name string, mods ...func(*corev1.Service)) *corev1.Service {
+	s := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, UID: types.UID(namespace + "/" + name),
+			CreationTimestamp: metav1.Time{Time: now.Add(-time.Minute)}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}
+	for _, m := range mods {
+		m(s)
+	}
+	return s
+}
+
+func holding(ips ...string) func(*corev1.Service) {
+	return func(s *corev1.Service) {
+		for _, ip := range ips {
+			s.Status.LoadBalancer.Ingress = append(s.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+		}
+	}
+}
+
+func annotated(kv ...string) func(*corev1.Service) {
+	return func(s *corev1.Service) {
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		for i := 0; i < len(kv); i += 2 {
+			s.Annotations[kv[i]] = kv[i+1]
+		}
+	}
+}
+
+func naming(claim string) func(*corev1.Service) {
+	return annotated(v1alpha1.AnnotationIPAddressClaim, claim)
+}
+
+// pinnedBy is a workload carrying the driver's pin of ips.
+func pinnedBy(ips string) func(*corev1.Service) {
+	return func(s *corev1.Service) {
+		*s = *pin(s, ips, key)
+	}
+}
+
+// withdrawn is a workload whose pin the driver withdrew.
+func withdrawn(ips string) func(*corev1.Service) {
+	return func(s *corev1.Service) {
+		*s = *withdraw(pin(s, ips, key))
+	}
+}
+
+func ph(ip, sharing string, mods ...func(*corev1.Service)) *corev1.Service {
+	a := addr(ip, "")
+	s := placeholder(a, netip.MustParseAddr(ip), "public", "metallb-iad-system", sharing, svc(ns, "peer"))
+	s.UID = types.UID("ph-" + a.Name)
+	for _, m := range mods {
+		m(s)
+	}
+	return s
+}
+
+func pool(ranges ...string) metallb.Class {
+	var b netipx.IPSetBuilder
+	for _, r := range ranges {
+		b.AddPrefix(netip.MustParsePrefix(r))
+	}
+	set, _ := b.IPSet()
+	return metallb.Class{Name: "public", PoolName: "public", PoolFound: true, Ranges: set}
+}
+
+var inPool = pool("203.0.113.0/24", "2001:db8::/64")
+
+type world struct {
+	address *v1alpha1.IPAddress
+	claim   bool
+	// family is the claim's (default IPv4); reported, the IPs its status
+	// reports.
+	family       v1alpha1.IPFamily
+	reported     []string
+	siblings     []*v1alpha1.IPAddress
+	services     []*corev1.Service
+	placeholders []*corev1.Service
+	class        *metallb.Class
+	// covering names the pool in MetalLB's books containing the address
+	// when it is not the class's.
+	covering string
+	// strangers are Services the holding record does not name, whatever
+	// markers they carry.
+	strangers []*corev1.Service
+}
+
+// snapshotOf builds the snapshot the reconciler would gather.
+func snapshotOf(w world) snapshot {
+	ip := netip.MustParseAddr(w.address.Spec.Address)
+	s := snapshot{address: w.address, ip: ip, class: inPool, namespace: "metallb-iad-system", now: now,
+		placeholders: map[netip.Addr]*corev1.Service{}, reserved: map[netip.Addr]bool{}}
+	if w.class != nil {
+		s.class = *w.class
+	}
+	if s.class.Ranges != nil && s.class.Ranges.Contains(ip) {
+		s.covering = s.class.PoolName
+	}
+	if w.covering != "" {
+		s.covering = w.covering
+	}
+	if w.claim {
+		s.claim = &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: claimID}, Spec: v1alpha1.IPAddressClaimSpec{Family: w.family}}
+		for _, ip := range w.reported {
+			name, _ := v1alpha1.IPAddressName(ip)
+			s.claim.Status.Addresses = append(s.claim.Status.Addresses, v1alpha1.ClaimedAddress{Name: name, Address: ip})
+		}
+		s.siblings = append([]*v1alpha1.IPAddress{w.address}, w.siblings...)
+	}
+	for _, p := range w.placeholders {
+		s.placeholders[netip.MustParseAddr(p.Annotations[metallb.AnnotationLoadBalancerIPs])] = p
+	}
+	for _, a := range append([]*v1alpha1.IPAddress{w.address}, w.siblings...) {
+		s.reserved[netip.MustParseAddr(a.Spec.Address)] = stillReserved(a)
+	}
+	for _, x := range append(append([]*corev1.Service{}, w.services...), w.placeholders...) {
+		if metallb.Holds(x, ip) {
+			s.holders = append(s.holders, x)
+		}
+		if w.claim && x.Annotations[v1alpha1.AnnotationIPAddressClaim] == "web" && x.Namespace == ns {
+			s.candidates = append(s.candidates, x)
+		}
+		if slices.Contains(metallb.RequestedIPs(x), ip) {
+			s.requesters = append(s.requesters, x)
+		}
+		for _, p := range marker(x) {
+			if p == ip {
+				s.pinned = append(s.pinned, x)
+			}
+		}
+	}
+	for _, x := range w.strangers {
+		if metallb.Holds(x, ip) {
+			s.holders = append(s.holders, x)
+		}
+		if slices.Contains(metallb.RequestedIPs(x), ip) {
+			s.requesters = append(s.requesters, x)
+		}
+	}
+	return s
+}
+
+// --- summary ---
+
+func describe(x *corev1.Service) string {
+	var parts []string
+	for _, k := range []string{metallb.AnnotationLoadBalancerIPs, metallb.AnnotationPinned, metallb.AnnotationAllowSharedIP} {
+		if v, ok := x.Annotations[k]; ok {
+			parts = append(parts, strings.TrimPrefix(k[strings.LastIndex(k, "/")+1:], "allow-")+"="+v)
+		}
+	}
+	if len(x.Finalizers) > 0 {
+		parts = append(parts, "finalizer")
+	}
+	if len(parts) == 0 {
+		parts = []string{"-"}
+	}
+	return x.Namespace + "/" + x.Name + " " + strings.Join(parts, " ")
+}
+
+type outcome struct {
+	addFinalizer, removeFinalizer bool
+	create, update, remove        []string
+	phase                         v1alpha1.AddressPhase
+	associatedTo                  string
+	conditions                    []string
+	events                        []string
+}
+
+func summarize(a *v1alpha1.IPAddress, p plan) outcome {
+	o := outcome{addFinalizer: p.addFinalizer, removeFinalizer: p.removeFinalizer}
+	for _, x := range p.create {
+		o.create = append(o.create, describe(x))
+	}
+	for _, x := range p.update {
+		o.update = append(o.update, describe(x.to))
+	}
+	for _, x := range p.remove {
+		o.remove = append(o.remove, x.Namespace+"/"+x.Name)
+	}
+	st := a.Status
+	if p.status != nil {
+		st = *p.status
+	}
+	o.phase = st.Phase
+	if st.AssociatedTo != nil {
+		o.associatedTo = st.AssociatedTo.Namespace + "/" + st.AssociatedTo.Name
+	}
+	for _, t := range []string{v1alpha1.ConditionConflict, v1alpha1.ConditionHeld} {
+		if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
+			o.conditions = append(o.conditions, fmt.Sprintf("%s=%s %s", c.Type, c.Status, c.Reason))
+		}
+	}
+	for _, e := range p.events {
+		o.events = append(o.events, fmt.Sprintf("%s %s %s", e.Type, e.Reason, client.ObjectKeyFromObject(e.Regarding)))
+	}
+	return o
+}
+
+func phase(p v1alpha1.AddressPhase, conds ...metav1.Condition) func(*v1alpha1.IPAddress) {
+	return func(a *v1alpha1.IPAddress) {
+		a.Status.Phase = p
+		for _, c := range conds {
+			binding.SetCondition(&a.Status.Conditions, c, now.Add(-time.Minute))
+		}
+	}
+}
+
+func associated(name string) func(*v1alpha1.IPAddress) {
+	return func(a *v1alpha1.IPAddress) {
+		a.Status.AssociatedTo = &v1alpha1.WorkloadReference{Kind: "Service", Namespace: ns, Name: name}
+	}
+}
+
+func noFinalizer(a *v1alpha1.IPAddress) { a.Finalizers = nil }
+
+// recordedOn: the address's holding record names Service name as its workload.
+func recordedOn(name string) func(*v1alpha1.IPAddress) {
+	return func(a *v1alpha1.IPAddress) {
+		a.Status.Holding = &v1alpha1.Holding{Workload: &v1alpha1.HeldReference{Kind: "Service", Namespace: ns, Name: name, UID: types.UID(ns + "/" + name)}}
+	}
+}
+
+func unbound(a *v1alpha1.IPAddress) { a.Spec.ClaimRef = nil }
+
+func terminating(s *corev1.Service) { s.DeletionTimestamp = &metav1.Time{Time: now} }
+
+func later(s *corev1.Service) { s.CreationTimestamp = metav1.Time{Time: now} }
+
+func onPort(port int32) func(*corev1.Service) {
+	return func(s *corev1.Service) {
+		s.Spec.Ports = []corev1.ServicePort{{Port: port, Protocol: corev1.ProtocolTCP}}
+	}
+}
+
+func singleStack(f corev1.IPFamily) func(*corev1.Service) {
+	return func(s *corev1.Service) { s.Spec.IPFamilies = []corev1.IPFamily{f} }
+}
+
+func dualStack(s *corev1.Service) {
+	s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+}
+
+// The table mirrors contract §7: obligations 2 (provisioned addresses
+// carry the driver's finalizer), 4 (teardown), 5 (association) and 6
+// (Conflict and Lost); each name starts with its obligation.
+func TestDecide(t *testing.T) {
+	const (
+		a4    = "ip-203-0-113-1"
+		ph4   = "metallb-iad-system/" + a4
+		hold4 = ph4 + " loadBalancerIPs=" + v4
+		dual  = v4 + "," + v6
+		pinW  = "loadBalancerIPs=" + v4 + " pinned=" + v4 + " shared-ip=" + key + " finalizer"
+	)
+	conflict := metav1.Condition{Type: v1alpha1.ConditionConflict, Status: metav1.ConditionTrue, Reason: metallb.ReasonUnauthorizedHolder}
+	lost := metav1.Condition{Type: v1alpha1.ConditionHeld, Status: metav1.ConditionFalse, Reason: metallb.ReasonNotInPool}
+	gone := metallb.Class{Name: "public", PoolName: "public", Refusal: "IPAddressPool metallb-system/public not found"}
+	elsewhere := pool("198.51.100.0/24")
+	tests := []struct {
+		name string
+		w    world
+		want outcome
+	}{
+		{name: "7-2 an address of the class without the teardown finalizer gets it, and a placeholder",
+			w:    world{address: addr(v4, v1alpha1.AddressAvailable, noFinalizer, unbound)},
+			want: outcome{addFinalizer: true, create: []string{hold4}, phase: v1alpha1.AddressAvailable}},
+		{name: "7-4 teardown first gives the address a placeholder sharing the workload's key",
+			w: world{address: addr(v4, v1alpha1.AddressBound, deleting),
+				services: []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4))}},
+			want: outcome{create: []string{hold4 + " shared-ip=" + key}, phase: v1alpha1.AddressBound}},
+		{name: "7-4 teardown withdraws the pin once the placeholder shares the address",
+			w: world{address: addr(v4, v1alpha1.AddressBound, deleting),
+				services:     []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4))},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{update: []string{"tenant/a pinned=" + v4 + " finalizer"}, phase: v1alpha1.AddressBound}},
+		{name: "7-4 teardown releases the Service once MetalLB took the address back",
+			w: world{address: addr(v4, v1alpha1.AddressBound, deleting),
+				services:     []*corev1.Service{svc(ns, "a", withdrawn(v4))},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{update: []string{"tenant/a -"}, phase: v1alpha1.AddressBound}},
+		{name: "7-4 a MetalLB restart gave a withdrawn Service the address back and refused the placeholder: the Service shares it again",
+			w: world{address: addr(v4, v1alpha1.AddressBound, deleting),
+				services:     []*corev1.Service{svc(ns, "a", withdrawn(v4), holding(v4))},
+				placeholders: []*corev1.Service{ph(v4, key)}},
+			want: outcome{update: []string{"tenant/a pinned=" + v4 + " shared-ip=" + key + " finalizer"}, phase: v1alpha1.AddressBound}},
+		{name: "7-4 sharing again, the Service keeps its key until the placeholder holds the address too",
+			w: world{address: addr(v4, v1alpha1.AddressBound, deleting),
+				services:     []*corev1.Service{svc(ns, "a", withdrawn(v4), annotated(metallb.AnnotationAllowSharedIP, key), holding(v4))},
+				placeholders: []*corev1.Service{ph(v4, key)}},
+			want: outcome{phase: v1alpha1.AddressBound}},
+		{name: "7-4 once the placeholder shares the address again, the Service's key is withdrawn again",
+			w: world{address: addr(v4, v1alpha1.AddressBound, deleting),
+				services:     []*corev1.Service{svc(ns, "a", withdrawn(v4), annotated(metallb.AnnotationAllowSharedIP, key), holding(v4))},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{update: []string{"tenant/a pinned=" + v4 + " finalizer"}, phase: v1alpha1.AddressBound}},
+		{name: "7-4 a Dual teardown keeps the Service's key while its other address is not yet back on its placeholder",
+			w: world{address: addr(v6, v1alpha1.AddressBound, deleting), siblings: []*v1alpha1.IPAddress{addr(v4, v1alpha1.AddressBound, deleting)},
+				services:     []*corev1.Service{svc(ns, "a", withdrawn(dual), annotated(metallb.AnnotationAllowSharedIP, key), holding(v4, v6))},
+				placeholders: []*corev1.Service{ph(v6, key, holding(v6)), ph(v4, key)}},
+			want: outcome{phase: v1alpha1.AddressBound}},
+		{name: "7-4 ...and withdraws it once both are",
+			w: world{address: addr(v6, v1alpha1.AddressBound, deleting), siblings: []*v1alpha1.IPAddress{addr(v4, v1alpha1.AddressBound, deleting)},
+				services:     []*corev1.Service{svc(ns, "a", withdrawn(dual), annotated(metallb.AnnotationAllowSharedIP, key), holding(v4, v6))},
+				placeholders: []*corev1.Service{ph(v6, key, holding(v6)), ph(v4, key, holding(v4))}},
+			want: outcome{update: []string{"tenant/a pinned=" + dual + " finalizer"}, phase: v1alpha1.AddressBound}},
+		{name: "7-4 teardown deletes the placeholder",
+			w:    world{address: addr(v4, v1alpha1.AddressReleased, deleting), placeholders: []*corev1.Service{ph(v4, "", holding(v4))}},
+			want: outcome{remove: []string{ph4}, removeFinalizer: true, phase: v1alpha1.AddressReleased}},
+		{name: "7-4 an address without the driver's finalizer is let go untouched",
+			w:    world{address: addr(v4, v1alpha1.AddressBound, deleting, noFinalizer), placeholders: []*corev1.Service{ph(v4, "", holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressBound}},
+		{name: "7-5 an address attached to nothing is held by a placeholder pinned to it",
+			w:    world{address: addr(v4, v1alpha1.AddressBound), claim: true},
+			want: outcome{create: []string{hold4 + " shared-ip=" + key}, phase: v1alpha1.AddressBound}},
+		{name: "7-5 an address the core has not accepted yet is held, not attached",
+			w:    world{address: addr(v4, v1alpha1.AddressPending), claim: true, services: []*corev1.Service{svc(ns, "a", naming("web"))}},
+			want: outcome{create: []string{hold4 + " shared-ip=" + key}, phase: v1alpha1.AddressPending}},
+		{name: "7-5 attach: the placeholder holding the address first allows sharing under the claim's key",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true,
+				services: []*corev1.Service{svc(ns, "a", naming("web"))}, placeholders: []*corev1.Service{ph(v4, "", holding(v4))}},
+			want: outcome{update: []string{hold4 + " shared-ip=" + key}, phase: v1alpha1.AddressBound}},
+		{name: "7-5 attach: then the workload is pinned under the same key",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true,
+				services: []*corev1.Service{svc(ns, "a", naming("web"))}, placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{update: []string{"tenant/a " + pinW}, phase: v1alpha1.AddressBound}},
+		{name: "7-5 attach: once the workload holds the address the placeholder goes and associatedTo names it",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true,
+				services:     []*corev1.Service{svc(ns, "a", naming("web"), pinnedBy(v4), holding(v4))},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{remove: []string{ph4}, phase: v1alpha1.AddressBound, associatedTo: "tenant/a", events: []string{"Normal Associated tenant/web"}}},
+		{name: "7-5 a dual-stack workload is pinned only once both placeholders share",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, siblings: []*v1alpha1.IPAddress{addr(v6, v1alpha1.AddressBound)},
+				services:     []*corev1.Service{svc(ns, "a", naming("web"))},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4)), ph(v6, "", holding(v6))}},
+			want: outcome{phase: v1alpha1.AddressBound}},
+		{name: "7-5 a single-stack IPv4 Service naming a Dual claim is pinned with the IPv4 address alone",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, siblings: []*v1alpha1.IPAddress{addr(v6, v1alpha1.AddressBound)},
+				services:     []*corev1.Service{svc(ns, "a", naming("web"), singleStack(corev1.IPv4Protocol))},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4)), ph(v6, key, holding(v6))}},
+			want: outcome{update: []string{"tenant/a " + pinW}, phase: v1alpha1.AddressBound}},
+		{name: "7-5 the IPv6 address of a Dual claim named by a single-stack IPv4 Service stays on its placeholder, with a warning",
+			w: world{address: addr(v6, v1alpha1.AddressBound), claim: true, siblings: []*v1alpha1.IPAddress{addr(v4, v1alpha1.AddressBound)},
+				services:     []*corev1.Service{svc(ns, "a", naming("web"), singleStack(corev1.IPv4Protocol), pinnedBy(v4), holding(v4))},
+				placeholders: []*corev1.Service{ph(v6, key, holding(v6))}},
+			want: outcome{phase: v1alpha1.AddressBound, events: []string{"Warning FamilyNotAttached tenant/a"}}},
+		{name: "7-5 a dual-stack Service naming an IPv4 claim is not pinned (MetalLB would refuse the pin), with a warning",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, family: v1alpha1.IPv4,
+				services:     []*corev1.Service{svc(ns, "a", naming("web"), dualStack)},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressBound, events: []string{"Warning FamilyNotAttached tenant/a"}}},
+		{name: "7-5 a dual-stack Service naming a Dual claim is not pinned while its IPv6 address is still Pending",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, family: v1alpha1.Dual,
+				siblings:     []*v1alpha1.IPAddress{addr(v6, v1alpha1.AddressPending)},
+				services:     []*corev1.Service{svc(ns, "a", naming("web"), dualStack)},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressBound}},
+		{name: "7-5 a family bound twice (two binders for a moment): the workload is pinned with the address the claim reports",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, reported: []string{v4},
+				siblings:     []*v1alpha1.IPAddress{addr("203.0.113.0", v1alpha1.AddressBound)},
+				services:     []*corev1.Service{svc(ns, "a", naming("web"))},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{update: []string{"tenant/a " + pinW}, phase: v1alpha1.AddressBound}},
+		{name: "7-5 ...and the other stays on its placeholder",
+			w: world{address: addr("203.0.113.0", v1alpha1.AddressBound), claim: true, reported: []string{v4},
+				siblings:     []*v1alpha1.IPAddress{addr(v4, v1alpha1.AddressBound)},
+				services:     []*corev1.Service{svc(ns, "a", naming("web"))},
+				placeholders: []*corev1.Service{ph("203.0.113.0", key, holding("203.0.113.0"))}},
+			want: outcome{phase: v1alpha1.AddressBound}},
+		{name: "7-5 a Service re-pointed from another claim while it holds that claim's address gets nothing; the holder keeps this one",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("t")), claim: true,
+				services: []*corev1.Service{svc(ns, "t", naming("web"), later, pinnedBy(v4), holding(v4)),
+					svc(ns, "s", naming("web"), pinnedBy("198.51.100.7"), holding("198.51.100.7"))}},
+			want: outcome{phase: v1alpha1.AddressBound, associatedTo: "tenant/t", events: []string{"Warning ClaimInUse tenant/s"}}},
+		{name: "7-5 the Service this address is pinned to is preferred over an older one pinned elsewhere",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("t")), claim: true,
+				services: []*corev1.Service{svc(ns, "t", naming("web"), later, pinnedBy(v4), holding(v4)), svc(ns, "u", naming("web"))}},
+			want: outcome{phase: v1alpha1.AddressBound, associatedTo: "tenant/t", events: []string{"Warning ClaimInUse tenant/u"}}},
+		{name: "7-5 a second Service naming the claim gets a warning and no pin",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
+				services: []*corev1.Service{svc(ns, "a", naming("web"), pinnedBy(v4), holding(v4)), svc(ns, "b", naming("web"), later)}},
+			want: outcome{phase: v1alpha1.AddressBound, associatedTo: "tenant/a", events: []string{"Warning ClaimInUse tenant/b"}}},
+		{name: "7-5 a Service that pins addresses itself is not attached",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true,
+				services:     []*corev1.Service{svc(ns, "a", naming("web"), annotated(metallb.AnnotationLoadBalancerIPs, "198.51.100.9"))},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressBound, events: []string{"Warning ClaimInUse tenant/a"}}},
+		{name: "7-5 detach: a placeholder sharing the workload's key comes first",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
+				services: []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4))}},
+			want: outcome{create: []string{hold4 + " shared-ip=" + key}, phase: v1alpha1.AddressBound, associatedTo: "tenant/a"}},
+		{name: "7-5 detach: nothing is withdrawn before the placeholder holds the address",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
+				services:     []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4))},
+				placeholders: []*corev1.Service{ph(v4, key)}},
+			want: outcome{phase: v1alpha1.AddressBound, associatedTo: "tenant/a"}},
+		{name: "7-5 detach: the pin is withdrawn once the placeholder shares the address",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
+				services:     []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4))},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{update: []string{"tenant/a pinned=" + v4 + " finalizer"}, phase: v1alpha1.AddressBound, associatedTo: "tenant/a"}},
+		{name: "7-5 detach: a deleted workload hands the address over before its finalizer goes",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
+				services:     []*corev1.Service{svc(ns, "a", naming("web"), pinnedBy(v4), holding(v4), terminating)},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{update: []string{"tenant/a pinned=" + v4 + " finalizer"}, phase: v1alpha1.AddressBound, associatedTo: "tenant/a"}},
+		{name: "7-5 detach: a withdrawn Service is released once MetalLB took the address back",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
+				services:     []*corev1.Service{svc(ns, "a", withdrawn(v4))},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{update: []string{"tenant/a -"}, phase: v1alpha1.AddressBound, associatedTo: "tenant/a"}},
+		{name: "7-5 detach: the placeholder keeps its claim's key once it alone holds the address",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressBound, events: []string{"Normal Disassociated tenant/web"}}},
+		{name: "7-5 a placeholder takes its new claim's key while it alone holds the address",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true,
+				placeholders: []*corev1.Service{ph(v4, sharingKeyPrefix+"old", holding(v4))}},
+			want: outcome{update: []string{hold4 + " shared-ip=" + key}, phase: v1alpha1.AddressBound}},
+		{name: "7-5 a placeholder keeps its key while another Service holds the address",
+			w: world{address: addr(v4, v1alpha1.AddressReleased, unbound),
+				services:     []*corev1.Service{svc(ns, "x", holding(v4))},
+				placeholders: []*corev1.Service{ph(v4, sharingKeyPrefix+"old", holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressConflict, conditions: []string{"Conflict=True UnauthorizedHolder"},
+				events: []string{"Warning UnauthorizedHolder /" + a4, "Warning AddressReserved tenant/x"}}},
+		{name: "7-5 detach of a dual-stack workload waits for both placeholders",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, siblings: []*v1alpha1.IPAddress{addr(v6, v1alpha1.AddressBound)},
+				services:     []*corev1.Service{svc(ns, "a", pinnedBy(dual), holding(v4, v6))},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4)), ph(v6, key)}},
+			want: outcome{phase: v1alpha1.AddressBound}},
+		{name: "7-5 detach after reclaim: a Released address leaves its workload",
+			w: world{address: addr(v4, v1alpha1.AddressReleased, associated("a")),
+				services:     []*corev1.Service{svc(ns, "a", naming("web"), pinnedBy(v4), holding(v4))},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{update: []string{"tenant/a pinned=" + v4 + " finalizer"}, phase: v1alpha1.AddressReleased, associatedTo: "tenant/a"}},
+		{name: "7-5 move: the new workload is pinned while the old one still holds the address, when they can share it",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
+				services: []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4)), svc(ns, "b", naming("web"), onPort(443))}},
+			want: outcome{update: []string{"tenant/b " + pinW}, phase: v1alpha1.AddressBound, associatedTo: "tenant/a"}},
+		{name: "7-5 move between Services on one port: the old one hands the address back to a placeholder first",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
+				services: []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4)), svc(ns, "b", naming("web"))}},
+			want: outcome{create: []string{hold4 + " shared-ip=" + key}, phase: v1alpha1.AddressBound, associatedTo: "tenant/a"}},
+		{name: "7-5 move between Services on one port: then the old one's pin is withdrawn",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
+				services:     []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4)), svc(ns, "b", naming("web"))},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{update: []string{"tenant/a pinned=" + v4 + " finalizer"}, phase: v1alpha1.AddressBound, associatedTo: "tenant/a"}},
+		{name: "7-5 move: once the new workload holds the address the old one lets go",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
+				services: []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4)), svc(ns, "b", naming("web"), pinnedBy(v4), holding(v4))}},
+			want: outcome{update: []string{"tenant/a pinned=" + v4 + " finalizer"}, phase: v1alpha1.AddressBound, associatedTo: "tenant/b",
+				events: []string{"Normal Associated tenant/web"}}},
+		{name: "7-6 a Service holding the address without authorization puts it in Conflict, with events on both",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true,
+				services: []*corev1.Service{svc(ns, "x", holding(v4))}, placeholders: []*corev1.Service{ph(v4, "", holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressConflict, conditions: []string{"Conflict=True UnauthorizedHolder"},
+				events: []string{"Warning UnauthorizedHolder /" + a4, "Warning AddressReserved tenant/x"}}},
+		{name: "7-6 a Service elsewhere pinning the address with a copy of the driver's marker and its own key is a Conflict, named, and never edited",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, placeholders: []*corev1.Service{ph(v4, key, holding(v4))},
+				strangers: []*corev1.Service{svc("other", "forged", annotated(metallb.AnnotationLoadBalancerIPs, v4, metallb.AnnotationPinned, v4, metallb.AnnotationAllowSharedIP, "theirs"))}},
+			want: outcome{phase: v1alpha1.AddressConflict, conditions: []string{"Conflict=True UnauthorizedHolder"},
+				events: []string{"Warning UnauthorizedHolder /" + a4, "Warning AddressReserved other/forged"}}},
+		{name: "7-6 ...and the placeholder keeps the claim's key while a stranger holds the address too",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, placeholders: []*corev1.Service{ph(v4, key, holding(v4))},
+				strangers: []*corev1.Service{svc("other", "forged", holding(v4), annotated(metallb.AnnotationLoadBalancerIPs, v4, metallb.AnnotationPinned, v4, metallb.AnnotationAllowSharedIP, key))}},
+			want: outcome{phase: v1alpha1.AddressConflict, conditions: []string{"Conflict=True UnauthorizedHolder"},
+				events: []string{"Warning UnauthorizedHolder /" + a4, "Warning AddressReserved other/forged"}}},
+		{name: "7-6 a Service the driver pinned whose sharing key was changed gets the claim's key back; the placeholder never takes up another",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
+				services:     []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4), annotated(metallb.AnnotationAllowSharedIP, "theirs"))},
+				placeholders: []*corev1.Service{ph(v4, key)}},
+			want: outcome{update: []string{"tenant/a loadBalancerIPs=" + v4 + " pinned=" + v4 + " shared-ip=" + key + " finalizer"},
+				phase: v1alpha1.AddressBound, associatedTo: "tenant/a"}},
+		{name: "7-6 the Conflict clears back to the phase the core last recorded",
+			w: world{address: addr(v4, v1alpha1.AddressBound, phase(v1alpha1.AddressConflict, conflict)), claim: true,
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressBound, conditions: []string{"Conflict=False ConflictResolved"},
+				events: []string{"Normal ConflictResolved /" + a4}}},
+		{name: "7-6 an address its pool no longer covers is Lost",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, class: &elsewhere,
+				placeholders: []*corev1.Service{ph(v4, key)}},
+			want: outcome{phase: v1alpha1.AddressLost, conditions: []string{"Held=False NotInPool"}, events: []string{"Warning Lost /" + a4}}},
+		{name: "7-6 an address whose pool is gone is Lost",
+			w: world{address: addr(v4, v1alpha1.AddressReleased, unbound), class: &gone,
+				placeholders: []*corev1.Service{ph(v4, "")}},
+			want: outcome{phase: v1alpha1.AddressLost, conditions: []string{"Held=False PoolNotFound"}, events: []string{"Warning Lost /" + a4}}},
+		{name: "7-6 Lost clears back to the phase the core last recorded",
+			w: world{address: addr(v4, v1alpha1.AddressReleased, unbound, phase(v1alpha1.AddressLost, lost)),
+				placeholders: []*corev1.Service{ph(v4, "", holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressReleased, conditions: []string{"Held=True Held"}, events: []string{"Normal Held /" + a4}}},
+		{name: "7-6 a class whose parameters do not parse takes nothing: the workload keeps its pin, the address stays Bound",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true, covering: "public",
+				class:    &metallb.Class{Name: "public", Refusal: `spec.parameters: json: unknown field "note"`},
+				services: []*corev1.Service{svc(ns, "a", naming("web"), pinnedBy(v4), holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressBound, associatedTo: "tenant/a"}},
+		{name: "7-6 a class naming a pool that does not exist takes nothing while a pool covers the address",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, covering: "public",
+				class:        &metallb.Class{Name: "public", PoolName: "pubilc", Refusal: "IPAddressPool metallb-system/pubilc not found"},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressBound}},
+		{name: "7-6 a class removed by force takes nothing while a pool covers the address",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, covering: "public",
+				class:        &metallb.Class{Name: "public", Refusal: "IPAddressClass public not found"},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressBound}},
+		{name: "7-6 an address in no pool at all is Lost, whatever the class",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true,
+				class:        &metallb.Class{Name: "public", Refusal: "IPAddressClass public not found"},
+				placeholders: []*corev1.Service{ph(v4, key)}},
+			want: outcome{phase: v1alpha1.AddressLost, conditions: []string{"Held=False NotInPool"}, events: []string{"Warning Lost /" + a4}}},
+		{name: "7-6 Lost outranks Conflict",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, class: &elsewhere,
+				services: []*corev1.Service{svc(ns, "x", holding(v4))}, placeholders: []*corev1.Service{ph(v4, "")}},
+			want: outcome{phase: v1alpha1.AddressLost, conditions: []string{"Held=False NotInPool"}, events: []string{"Warning Lost /" + a4}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := summarize(tc.w.address, decide(snapshotOf(tc.w)))
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(outcome{})); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestOurs(t *testing.T) {
+	withFinalizer := &v1alpha1.IPAddress{}
+	withFinalizer.Finalizers = []string{metallb.FinalizerTeardown}
+	class := func(provisioner string) *v1alpha1.IPAddressClass {
+		return &v1alpha1.IPAddressClass{Spec: v1alpha1.IPAddressClassSpec{Provisioner: provisioner}}
+	}
+	for _, tc := range []struct {
+		name    string
+		address *v1alpha1.IPAddress
+		class   *v1alpha1.IPAddressClass
+		want    bool
+	}{
+		{"1 a class of the driver", &v1alpha1.IPAddress{}, class(metallb.Provisioner), true},
+		{"2 another driver's class, whatever the finalizers", withFinalizer, class("static.example.com"), false},
+		{"3 class gone, the teardown finalizer left: still the driver's to let go", withFinalizer, nil, true},
+		{"4 class gone, no finalizer: nothing to hold", &v1alpha1.IPAddress{}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ours(tc.address, tc.class); got != tc.want {
+				t.Errorf("ours = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// The holding record each pass writes: the Service the driver pinned the
+// address to, those it has not let go of yet, since when a handoff runs —
+// and whether it must be written before the Services (a Service about to
+// be pinned is recorded first).
+func TestHoldingRecord(t *testing.T) {
+	ref := func(name string) string { return ns + "/" + name }
+	record := func(h *v1alpha1.Holding) (workload string, from []string, since bool) {
+		if h == nil {
+			return "", nil, false
+		}
+		if h.Workload != nil {
+			workload = h.Workload.Namespace + "/" + h.Workload.Name
+		}
+		for _, f := range h.From {
+			from = append(from, f.Namespace+"/"+f.Name)
+		}
+		return workload, from, h.Since != nil
+	}
+	for _, tc := range []struct {
+		name        string
+		w           world
+		workload    string
+		from        []string
+		since       bool
+		recordFirst bool
+	}{
+		{name: "1 held by the placeholder alone: an empty record",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, placeholders: []*corev1.Service{ph(v4, key, holding(v4))}}},
+		{name: "2 attach: the workload is recorded before it is pinned, and the handoff dated",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true,
+				services: []*corev1.Service{svc(ns, "a", naming("web"))}, placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			workload: ref("a"), since: true, recordFirst: true},
+		{name: "3 attached: the workload alone, no handoff",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a"), recordedOn("a")), claim: true,
+				services: []*corev1.Service{svc(ns, "a", naming("web"), pinnedBy(v4), holding(v4))}},
+			workload: ref("a")},
+		{name: "4 detach: the Service stays recorded while it lets go",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a"), recordedOn("a")), claim: true,
+				services: []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4))}, placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			from: []string{ref("a")}, since: true},
+		{name: "5 detach done: the released Service leaves the record",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true,
+				services: []*corev1.Service{svc(ns, "a", withdrawn(v4))}, placeholders: []*corev1.Service{ph(v4, key, holding(v4))}}},
+		{name: "6 move: the new workload recorded, the old one still there until it lets go",
+			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
+				services: []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4)), svc(ns, "b", naming("web"), onPort(443))}},
+			workload: ref("b"), from: []string{ref("a")}, since: true, recordFirst: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := snapshotOf(tc.w)
+			p := decide(s)
+			st := s.address.Status
+			if p.status != nil {
+				st = *p.status
+			}
+			workload, from, since := record(st.Holding)
+			if workload != tc.workload || !slices.Equal(from, tc.from) || since != tc.since || p.recordFirst != tc.recordFirst {
+				t.Errorf("record = workload %q from %v since %v, first %v; want %q %v %v, first %v",
+					workload, from, since, p.recordFirst, tc.workload, tc.from, tc.since, tc.recordFirst)
+			}
+		})
+	}
+}

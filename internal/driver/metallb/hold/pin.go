@@ -1,0 +1,163 @@
+package hold
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/driver/metallb"
+)
+
+// sharingKeyPrefix starts every sharing key the driver writes.
+const sharingKeyPrefix = "metallb-iad-"
+
+// sharingKey is the key a claim's addresses are shared under during a
+// handoff: private to the claim, and only principals the service-pins
+// policy admits can write it on a Service.
+func sharingKey(claimUID types.UID) string { return sharingKeyPrefix + string(claimUID) }
+
+// pinnable reports whether the driver may pin svc: it pins nothing, or
+// only what the driver itself pinned. A pin someone else wrote is theirs.
+func pinnable(svc *corev1.Service) bool {
+	pins := svc.Annotations[metallb.AnnotationLoadBalancerIPs]
+	if pins == "" {
+		_, legacy := svc.Annotations[metallb.LegacyLoadBalancerIPs]
+		return !legacy && svc.Spec.LoadBalancerIP == ""
+	}
+	return pins == svc.Annotations[metallb.AnnotationPinned]
+}
+
+// pinnedAs reports whether svc carries exactly the driver's pin of ips
+// under key, and the handoff finalizer.
+func pinnedAs(svc *corev1.Service, ips, key string) bool {
+	return svc.Annotations[metallb.AnnotationLoadBalancerIPs] == ips &&
+		svc.Annotations[metallb.AnnotationPinned] == ips &&
+		svc.Annotations[metallb.AnnotationAllowSharedIP] == key &&
+		controllerutil.ContainsFinalizer(svc, metallb.FinalizerHandoff)
+}
+
+// pin is svc pinned to ips under key, marked as the driver's pin, and held
+// by the handoff finalizer so that its deletion waits for the placeholder.
+func pin(svc *corev1.Service, ips, key string) *corev1.Service {
+	out := svc.DeepCopy()
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[metallb.AnnotationLoadBalancerIPs] = ips
+	out.Annotations[metallb.AnnotationPinned] = ips
+	out.Annotations[metallb.AnnotationAllowSharedIP] = key
+	controllerutil.AddFinalizer(out, metallb.FinalizerHandoff)
+	return out
+}
+
+// withdraw takes the driver's pin off svc: the pin and the sharing key the
+// driver wrote. The marker and the handoff finalizer stay until MetalLB
+// has taken the address back (release), so that the Service is still
+// known as the driver's while it holds the address for the last moments.
+func withdraw(svc *corev1.Service) *corev1.Service {
+	out := svc.DeepCopy()
+	if metallb.DriverPinned(svc) != nil {
+		delete(out.Annotations, metallb.AnnotationLoadBalancerIPs)
+	}
+	if strings.HasPrefix(out.Annotations[metallb.AnnotationAllowSharedIP], sharingKeyPrefix) {
+		delete(out.Annotations, metallb.AnnotationAllowSharedIP)
+	}
+	return out
+}
+
+// release forgets svc: the marker and the handoff finalizer go.
+func release(svc *corev1.Service) *corev1.Service {
+	out := withdraw(svc)
+	delete(out.Annotations, metallb.AnnotationPinned)
+	controllerutil.RemoveFinalizer(out, metallb.FinalizerHandoff)
+	return out
+}
+
+// orphan is svc with the driver's hold of the gone address name taken off:
+// released when it was the only address the driver pinned there, else
+// pinned to the others alone.
+func orphan(svc *corev1.Service, name string) *corev1.Service {
+	var rest []netip.Addr
+	for _, ip := range marker(svc) {
+		if n, _ := v1alpha1.IPAddressName(ip.String()); n != name {
+			rest = append(rest, ip)
+		}
+	}
+	if len(rest) == 0 {
+		return release(svc)
+	}
+	out := svc.DeepCopy()
+	ips := metallb.FormatIPs(rest)
+	if metallb.DriverPinned(svc) != nil {
+		out.Annotations[metallb.AnnotationLoadBalancerIPs] = ips
+	}
+	out.Annotations[metallb.AnnotationPinned] = ips
+	return out
+}
+
+// reshared is svc, whose pin the driver withdrew, sharing its address
+// again under key, its pin still withdrawn.
+func reshared(svc *corev1.Service, key string) *corev1.Service {
+	out := svc.DeepCopy()
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[metallb.AnnotationAllowSharedIP] = key
+	return out
+}
+
+// letGo is the next step of taking the driver's pin off svc once that is
+// safe: withdraw the pin (and the driver's sharing key) while in place,
+// then release the Service once MetalLB no longer assigns it any address of
+// the marker.
+func letGo(svc *corev1.Service) *corev1.Service {
+	if metallb.DriverPinned(svc) != nil || strings.HasPrefix(svc.Annotations[metallb.AnnotationAllowSharedIP], sharingKeyPrefix) {
+		return withdraw(svc)
+	}
+	for _, ip := range marker(svc) {
+		if metallb.Holds(svc, ip) {
+			return nil
+		}
+	}
+	return release(svc)
+}
+
+// shares reports whether placeholder p can share its address with peer
+// under key: same key, disjoint ports, same backend.
+func shares(p, peer *corev1.Service, key string) bool {
+	if metallb.SharingKey(p) != key {
+		return false
+	}
+	for _, pp := range p.Spec.Ports {
+		for _, wp := range peer.Spec.Ports {
+			if pp.Port == wp.Port && pp.Protocol == wp.Protocol {
+				return false
+			}
+		}
+	}
+	return backend(p) == backend(peer)
+}
+
+// backend is MetalLB's backend key: node-local traffic shares an address
+// only between Services with the same selector.
+func backend(svc *corev1.Service) string {
+	if svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+		return ""
+	}
+	return labelsString(svc.Spec.Selector)
+}
+
+func labelsString(m map[string]string) string {
+	keys := slices.Sorted(maps.Keys(m))
+	s := ""
+	for _, k := range keys {
+		s += k + "=" + m[k] + ","
+	}
+	return s
+}

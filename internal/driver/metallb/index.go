@@ -1,0 +1,100 @@
+package metallb
+
+import (
+	"context"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/index"
+)
+
+// Service index names.
+const (
+	// ServiceIngressIP: Service by each address in its status.
+	ServiceIngressIP = "status.loadBalancer.ingress.ip"
+	// ServicePinnedIP: Service by each address of the driver's pinned marker,
+	// whether or not the pin it wrote is still in place.
+	ServicePinnedIP = "pinned"
+	// ServicePinnedAddress: Service by the IPAddress name of each address
+	// of the driver's pinned marker — found when the address is gone.
+	ServicePinnedAddress = "pinnedAddress"
+	// ServiceRequestedIP: Service by each address it asks MetalLB for.
+	ServiceRequestedIP = "requested"
+	// ServiceClaim: LoadBalancer Service by index.ClaimKey of the claim it names.
+	ServiceClaim = "claim"
+)
+
+// SetupIndexes registers the shared indexes the driver queries, and
+// the driver's Service indexes.
+func SetupIndexes(ctx context.Context, i client.FieldIndexer) error {
+	if err := index.Setup(ctx, i, index.AddressClaim, index.AddressPool, index.AddressClassPhase, index.ClaimWaiting); err != nil {
+		return err
+	}
+	for key, fn := range map[string]client.IndexerFunc{
+		ServiceIngressIP: func(o client.Object) []string { return ipStrings(IngressIPs(o.(*corev1.Service))) },
+		ServicePinnedIP:  func(o client.Object) []string { return ipStrings(ParseIPs(o.GetAnnotations()[AnnotationPinned])) },
+		ServicePinnedAddress: func(o client.Object) []string {
+			var names []string
+			for _, ip := range ParseIPs(o.GetAnnotations()[AnnotationPinned]) {
+				if name, err := v1alpha1.IPAddressName(ip.String()); err == nil {
+					names = append(names, name)
+				}
+			}
+			return names
+		},
+		ServiceRequestedIP: func(o client.Object) []string { return ipStrings(RequestedIPs(o.(*corev1.Service))) },
+		ServiceClaim:       serviceClaim,
+	} {
+		if err := i.IndexField(ctx, &corev1.Service{}, key, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func serviceClaim(o client.Object) []string {
+	svc := o.(*corev1.Service)
+	if name := svc.Annotations[v1alpha1.AnnotationIPAddressClaim]; name != "" {
+		return []string{index.ClaimKey(svc.Namespace, name)}
+	}
+	return nil
+}
+
+func ipStrings(ips []netip.Addr) []string {
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.String()
+	}
+	return out
+}
+
+// Used lists the addresses of class c's pool that are taken: every
+// IPAddress in it, of any class, and every address MetalLB assigned to a
+// Service. A taken address is never allocated again.
+func (b Books) Used(ctx context.Context, c Class) ([]netip.Addr, error) {
+	var addrs v1alpha1.IPAddressList
+	if err := b.Reader.List(ctx, &addrs, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	var used []netip.Addr
+	for i := range addrs.Items {
+		if ip, err := netip.ParseAddr(addrs.Items[i].Spec.Address); err == nil && c.Ranges != nil && c.Ranges.Contains(ip) {
+			used = append(used, ip)
+		}
+	}
+	var svcs corev1.ServiceList
+	if err := b.Reader.List(ctx, &svcs, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	for i := range svcs.Items {
+		for _, ip := range IngressIPs(&svcs.Items[i]) {
+			if c.Ranges != nil && c.Ranges.Contains(ip) {
+				used = append(used, ip)
+			}
+		}
+	}
+	return used, nil
+}

@@ -1,0 +1,335 @@
+package provision
+
+// Design:
+//
+// The driver writes exactly one kind of object here: a new IPAddress,
+// pre-bound to the claim (claimRef with the claim's UID), carrying the
+// driver's teardown finalizer. It never writes a claim, and never writes an
+// existing address: the core accepts the binding (§4 step 4, skipped when
+// the UID is already there) and drives the phases.
+//
+// Double allocation is impossible by construction: an address's name is
+// derived from its IP, so a second create of one IP fails with
+// AlreadyExists. Double provisioning for one claim is prevented by
+// remembering every address this reconciler created for a while (inflight,
+// far longer than the cache takes to show it), and by letting the core bind
+// Available addresses of the class before allocating anything new. A
+// restart loses the memory but not the cache, which is synced before the
+// first pass.
+//
+// The taken addresses of a class are listed from the cache at most once per
+// usedTTL and completed with inflight, so a burst of claims costs a few
+// lists, not one per claim.
+
+import (
+	"context"
+	"net/netip"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/driver/metallb"
+	"github.com/cozystack/address-controller/internal/index"
+	"github.com/cozystack/address-controller/internal/recorder"
+	"github.com/cozystack/address-controller/internal/retry"
+)
+
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=list;watch
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=list;watch;create
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=list;watch
+// +kubebuilder:rbac:groups=metallb.io,resources=ipaddresspools,verbs=list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// inflightTTL is how long a created address is remembered as the claim's
+// and as taken: far longer than the cache takes to show it, and than usedTTL.
+const inflightTTL = time.Minute
+
+// usedTTL is how long a list of a class's taken addresses is reused.
+const usedTTL = 500 * time.Millisecond
+
+// Reconciler provisions addresses for the driver's claims.
+type Reconciler struct {
+	Client   client.Client
+	Books    metallb.Books
+	Classes  *metallb.Classes
+	Recorder *recorder.Recorder
+
+	// mu serialises choosing addresses, so that concurrent passes never
+	// pick the same free address; the creates run outside it.
+	mu sync.Mutex
+	// inflight are the addresses this reconciler created lately, by name;
+	// claims the families it created them for, by claim UID — a claim
+	// deleted and re-created under its name is another claim, owed its own
+	// addresses at once.
+	inflight map[string]inflight
+	claims   map[types.UID]map[v1alpha1.IPFamily]time.Time
+	// used is, per class, the taken addresses listed from the cache
+	// (refreshed after usedTTL) plus every address reserved since.
+	used map[string]usedList
+}
+
+type inflight struct {
+	class string
+	ip    netip.Addr
+	at    time.Time
+}
+
+type usedList struct {
+	ips []netip.Addr
+	at  time.Time
+}
+
+// SetupWithManager registers the reconciler.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	r.inflight = map[string]inflight{}
+	r.claims = map[types.UID]map[v1alpha1.IPFamily]time.Time{}
+	r.used = map[string]usedList{}
+	stamped := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetAnnotations()[v1alpha1.AnnotationProvisioner] == metallb.Provisioner
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("metallb-iad-provision").
+		For(&v1alpha1.IPAddressClaim{}, builder.WithPredicates(stamped)).
+		Watches(&v1alpha1.IPAddress{}, r.addressHandler()).
+		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			return r.Classes.ForClass(ctx, o, r.waiting)
+		})).
+		Watches(metallb.NewPool(), handler.EnqueueRequestsFromMapFunc(r.forPool)).
+		WithOptions(retry.Options(workers)).
+		Complete(r)
+}
+
+// addressHandler wakes the claim an address names and, when an address
+// stops being Available or goes away — which may leave a claim of its class
+// unprovisioned or make room in its pool — the claims waiting on its class.
+// Only those transitions fan out: a burst of new addresses must not wake
+// every waiting claim once per address.
+func (r *Reconciler) addressHandler() handler.EventHandler {
+	named := func(a *v1alpha1.IPAddress, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if ref := a.Spec.ClaimRef; ref != nil {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}})
+		}
+	}
+	waiting := func(ctx context.Context, a *v1alpha1.IPAddress, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		for _, req := range index.Requests(ctx, r.Client, &v1alpha1.IPAddressClaimList{},
+			client.MatchingFields{index.ClaimWaiting: index.WaitingKey(a.Spec.ClassName, binding.Family(a))}) {
+			q.Add(req)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			named(e.Object.(*v1alpha1.IPAddress), q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			old, a := e.ObjectOld.(*v1alpha1.IPAddress), e.ObjectNew.(*v1alpha1.IPAddress)
+			named(a, q)
+			if old.Status.Phase == v1alpha1.AddressAvailable && a.Status.Phase != v1alpha1.AddressAvailable {
+				waiting(ctx, a, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if a, ok := e.Object.(*v1alpha1.IPAddress); ok {
+				r.forget(a)
+				named(a, q)
+				waiting(ctx, a, q)
+			}
+		},
+	}
+}
+
+func (r *Reconciler) forPool(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.Classes.ForPool(ctx, o, r.waiting)
+}
+
+// waiting are the claims of class still waiting for an address.
+func (r *Reconciler) waiting(ctx context.Context, class string) []reconcile.Request {
+	return index.WaitingOnClass(ctx, r.Client, class)
+}
+
+// Reconcile gathers a snapshot, decides, and creates the addresses.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	var claim v1alpha1.IPAddressClaim
+	if err := r.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !serves(&claim) {
+		return reconcile.Result{}, nil
+	}
+	class, obj, err := r.Classes.Class(ctx, className(&claim))
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	s := snapshot{claim: &claim, class: class, object: obj, policy: v1alpha1.ReclaimRetain}
+	if obj != nil && obj.Spec.ReclaimPolicy != "" {
+		s.policy = obj.Spec.ReclaimPolicy
+	}
+
+	r.mu.Lock()
+	recheck, err := r.gather(ctx, &s)
+	var p plan
+	if err == nil {
+		p = decide(s)
+		r.reserve(claim.UID, p.create)
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+
+	if p.failure != "" {
+		r.Recorder.Record(recorder.WarningOnce(&claim, metallb.ReasonProvisioningFailed, "%s", p.failure))
+	}
+	res, err := r.create(ctx, claim.UID, p.create)
+	if err == nil && res.IsZero() && recheck > 0 {
+		// Only the memory said the claim has a family: if the address it
+		// remembers never shows up, nothing else would wake the claim.
+		res.RequeueAfter = recheck
+	}
+	return res, err
+}
+
+// create creates the reserved addresses in order. At the first failure the
+// addresses not yet created are released — neither the claim's nor taken —
+// so that the next pass provisions their families at once.
+func (r *Reconciler) create(ctx context.Context, claim types.UID, addrs []*v1alpha1.IPAddress) (reconcile.Result, error) {
+	for i, a := range addrs {
+		err := r.Client.Create(ctx, a)
+		if err == nil {
+			continue
+		}
+		for _, rest := range addrs[i+1:] {
+			r.release(claim, rest, true)
+		}
+		if apierrors.IsAlreadyExists(err) {
+			// Someone else holds this IP: the cache will show it; until
+			// then the reservation keeps it out of the next choice, but it
+			// is not the claim's.
+			r.release(claim, a, false)
+			return retry.Again()
+		}
+		r.release(claim, a, true)
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{}, nil
+}
+
+// gather fills the snapshot from the cache and the inflight memory; the
+// caller holds mu. recheck is how soon the memory of a family the cache
+// does not show yet expires: zero when the cache shows every family the
+// memory claims.
+func (r *Reconciler) gather(ctx context.Context, s *snapshot) (recheck time.Duration, err error) {
+	s.has = map[v1alpha1.IPFamily]bool{}
+	s.available = map[v1alpha1.IPFamily]bool{}
+	var named v1alpha1.IPAddressList
+	if err := r.Client.List(ctx, &named, client.MatchingFields{index.AddressClaim: index.ClaimKey(s.claim.Namespace, s.claim.Name)}); err != nil {
+		return 0, err
+	}
+	for i := range named.Items {
+		if a := &named.Items[i]; binding.Holds(a, s.claim) || binding.PreBound(a, s.claim) {
+			s.has[binding.Family(a)] = true
+		}
+	}
+	for _, f := range s.claim.Spec.Family.Families() {
+		var avail v1alpha1.IPAddressList
+		if err := r.Client.List(ctx, &avail, client.MatchingFields{index.AddressPool: index.PoolKey(s.class.Name, f, v1alpha1.AddressAvailable)}, client.Limit(1)); err != nil {
+			return 0, err
+		}
+		s.available[f] = len(avail.Items) > 0
+	}
+	now := time.Now()
+	list := r.used[s.class.Name]
+	if now.Sub(list.at) > usedTTL {
+		ips, err := r.Books.Used(ctx, s.class)
+		if err != nil {
+			return 0, err
+		}
+		r.expire(now)
+		for _, e := range r.inflight {
+			if e.class == s.class.Name {
+				ips = append(ips, e.ip)
+			}
+		}
+		list = usedList{ips: ips, at: now}
+		r.used[s.class.Name] = list
+	}
+	// Capped, so that what decide appends lands in a copy.
+	s.used = list.ips[:len(list.ips):len(list.ips)]
+	for f, at := range r.claims[s.claim.UID] {
+		if !s.has[f] {
+			s.has[f] = true
+			if left := inflightTTL - now.Sub(at); recheck == 0 || left < recheck {
+				recheck = max(left, time.Millisecond)
+			}
+		}
+	}
+	return recheck, nil
+}
+
+// expire forgets what is older than inflightTTL; the caller holds mu.
+func (r *Reconciler) expire(now time.Time) {
+	for name, e := range r.inflight {
+		if now.Sub(e.at) > inflightTTL {
+			delete(r.inflight, name)
+		}
+	}
+	for key, fams := range r.claims {
+		for f, at := range fams {
+			if now.Sub(at) > inflightTTL {
+				delete(fams, f)
+			}
+		}
+		if len(fams) == 0 {
+			delete(r.claims, key)
+		}
+	}
+}
+
+// reserve remembers the addresses a pass is about to create; the caller
+// holds mu.
+func (r *Reconciler) reserve(claim types.UID, addrs []*v1alpha1.IPAddress) {
+	now := time.Now()
+	for _, a := range addrs {
+		ip := netip.MustParseAddr(a.Spec.Address)
+		r.inflight[a.Name] = inflight{class: a.Spec.ClassName, ip: ip, at: now}
+		if r.claims[claim] == nil {
+			r.claims[claim] = map[v1alpha1.IPFamily]time.Time{}
+		}
+		r.claims[claim][binding.Family(a)] = now
+		if list, ok := r.used[a.Spec.ClassName]; ok {
+			list.ips = append(list.ips, ip)
+			r.used[a.Spec.ClassName] = list
+		}
+	}
+}
+
+// forget drops the memory of address a once the cache shows it gone: its
+// IP is free again at once, not when the memory would have expired.
+func (r *Reconciler) forget(a *v1alpha1.IPAddress) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.inflight, a.Name)
+	delete(r.used, a.Spec.ClassName)
+}
+
+// release undoes a reservation whose create failed: the address is not the
+// claim's, and — unless it exists already (taken) — not taken either.
+func (r *Reconciler) release(claim types.UID, a *v1alpha1.IPAddress, free bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.claims[claim], binding.Family(a))
+	if free {
+		delete(r.inflight, a.Name)
+	}
+}
