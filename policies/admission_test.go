@@ -14,55 +14,8 @@ import (
 
 	"github.com/cozystack/address-controller/internal/driver/metallb"
 	"github.com/cozystack/address-controller/policies"
+	"github.com/cozystack/address-controller/policies/policytest"
 )
-
-// reservedField is one field the policy keeps to allowed principals, with
-// two distinct values to set and change it to.
-type reservedField struct {
-	path          string // as the policy's message names it
-	first, second string
-	set           func(svc *corev1.Service, value string)
-	unset         func(svc *corev1.Service)
-	annotation    bool
-}
-
-func annotationField(key, first, second string) reservedField {
-	return reservedField{
-		path:  "metadata.annotations[" + key + "]",
-		first: first, second: second,
-		set: func(svc *corev1.Service, value string) {
-			if svc.Annotations == nil {
-				svc.Annotations = map[string]string{}
-			}
-			svc.Annotations[key] = value
-		},
-		unset:      func(svc *corev1.Service) { delete(svc.Annotations, key) },
-		annotation: true,
-	}
-}
-
-var reservedFields = []reservedField{
-	annotationField("metallb.io/loadBalancerIPs", "198.51.100.5", "198.51.100.5,2001:db8::5"),
-	annotationField("metallb.io/address-pool", "reserved", "public"),
-	annotationField("metallb.io/allow-shared-ip", "shared-a", "shared-b"),
-	annotationField("metallb.universe.tf/loadBalancerIPs", "198.51.100.6", "198.51.100.7"),
-	annotationField("metallb.universe.tf/address-pool", "reserved", "public"),
-	annotationField("metallb.universe.tf/allow-shared-ip", "shared-a", "shared-b"),
-	annotationField("metallb.drivers.local.sdn.cozystack.io/pinned", "198.51.100.5", "198.51.100.8"),
-	{
-		path:  "spec.loadBalancerIP",
-		first: "198.51.100.9", second: "198.51.100.10",
-		set:   func(svc *corev1.Service, value string) { svc.Spec.LoadBalancerIP = value },
-		unset: func(svc *corev1.Service) { svc.Spec.LoadBalancerIP = "" },
-	},
-	{
-		// CVE-2020-8554: kube-proxy sends a Service's externalIPs to it.
-		path:  "spec.externalIPs",
-		first: "198.51.100.11", second: "198.51.100.11,198.51.100.12",
-		set:   func(svc *corev1.Service, value string) { svc.Spec.ExternalIPs = strings.Split(value, ",") },
-		unset: func(svc *corev1.Service) { svc.Spec.ExternalIPs = nil },
-	},
-}
 
 // service is a tenant's LoadBalancer Service with the given changes.
 func service(changes ...func(*corev1.Service)) *corev1.Service {
@@ -84,12 +37,12 @@ func service(changes ...func(*corev1.Service)) *corev1.Service {
 	return svc
 }
 
-func with(f reservedField, value string) func(*corev1.Service) {
-	return func(svc *corev1.Service) { f.set(svc, value) }
+func with(f policytest.Field, value string) func(*corev1.Service) {
+	return func(svc *corev1.Service) { f.Set(svc, value) }
 }
 
-func without(f reservedField) func(*corev1.Service) {
-	return func(svc *corev1.Service) { f.unset(svc) }
+func without(f policytest.Field) func(*corev1.Service) {
+	return func(svc *corev1.Service) { f.Unset(svc) }
 }
 
 // otherEdits change everything a tenant may change: a label, an
@@ -98,13 +51,6 @@ func otherEdits(svc *corev1.Service) {
 	svc.Labels["tier"] = "frontend"
 	svc.Annotations["example.com/owner"] = "team-b"
 	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "https", Port: 443})
-}
-
-// denial is the exact message kube-apiserver returns when the policy
-// refuses a write of Service "web" touching the given fields.
-func denial(paths ...string) string {
-	return `services "web" is forbidden: ValidatingAdmissionPolicy 'metallb-iad-service-pins' with binding 'metallb-iad-service-pins' denied request: ` +
-		strings.Join(paths, ", ") + " may only be set, changed or removed by the metallb-iad driver or a cluster administrator"
 }
 
 // write is one kind of write of a reserved field.
@@ -118,24 +64,24 @@ type write struct {
 
 // writesOf lists the writes of f: the four that touch it and one that
 // leaves it alone while editing the rest of the Service.
-func writesOf(f reservedField) []write {
+func writesOf(f policytest.Field) []write {
 	writes := []write{
-		{"creating a Service with " + f.path, true, admission.Create, "",
-			nil, service(with(f, f.first))},
-		{"adding " + f.path + " to a Service", true, admission.Update, "",
-			service(), service(with(f, f.first))},
-		{"changing " + f.path, true, admission.Update, "",
-			service(with(f, f.first)), service(with(f, f.second))},
-		{"removing " + f.path, true, admission.Update, "",
-			service(with(f, f.first)), service(without(f))},
-		{"editing the rest of a Service that has " + f.path, false, admission.Update, "",
-			service(with(f, f.first)), service(with(f, f.first), otherEdits)},
+		{"creating a Service with " + f.Path, true, admission.Create, "",
+			nil, service(with(f, f.First))},
+		{"adding " + f.Path + " to a Service", true, admission.Update, "",
+			service(), service(with(f, f.First))},
+		{"changing " + f.Path, true, admission.Update, "",
+			service(with(f, f.First)), service(with(f, f.Second))},
+		{"removing " + f.Path, true, admission.Update, "",
+			service(with(f, f.First)), service(without(f))},
+		{"editing the rest of a Service that has " + f.Path, false, admission.Update, "",
+			service(with(f, f.First)), service(with(f, f.First), otherEdits)},
 	}
 	// A status write can change metadata but never the spec (the API
 	// server resets it before admission), so only annotations are tried.
-	if f.annotation {
-		writes = append(writes, write{"changing " + f.path + " through services/status", true, admission.Update, "status",
-			service(with(f, f.first)), service(with(f, f.second))})
+	if f.Annotation != "" {
+		writes = append(writes, write{"changing " + f.Path + " through services/status", true, admission.Update, "status",
+			service(with(f, f.First)), service(with(f, f.Second))})
 	}
 	return writes
 }
@@ -194,16 +140,16 @@ func TestServicePins_AdmissionMatrix(t *testing.T) {
 		plain := write{"creating a Service without any reserved field", false, admission.Create, "", nil, service()}
 		writes := []write{plain}
 		fields := map[string]string{plain.does: ""}
-		for _, f := range reservedFields {
+		for _, f := range policytest.ReservedFields {
 			for _, w := range writesOf(f) {
 				writes = append(writes, w)
-				fields[w.does] = f.path
+				fields[w.does] = f.Path
 			}
 		}
 		for _, w := range writes {
 			c := matrixCase{namespace: namespace, principal: pc.p, write: w}
 			if w.touches && !pc.allowed && namespace == hostNamespace {
-				c.denied = denial(fields[w.does])
+				c.denied = policytest.PinsDenial("web", fields[w.does])
 			}
 			verdict := "is admitted"
 			if c.denied != "" {
@@ -258,7 +204,7 @@ func expectOutcome(t *testing.T, out outcome, denied string) {
 func TestServicePins_Edges(t *testing.T) {
 	policy, binding, params := shipped(t)
 	chain := newAdmissionChain(t, policy, binding, params)
-	lbIPs, pool, pinned, specIP := reservedFields[0], reservedFields[1], reservedFields[6], reservedFields[7]
+	lbIPs, pool, pinned, specIP := policytest.ReservedFields[0], policytest.ReservedFields[1], policytest.ReservedFields[6], policytest.ReservedFields[7]
 	setAnnotation := func(key, value string) func(*corev1.Service) {
 		return func(svc *corev1.Service) { svc.Annotations[key] = value }
 	}
@@ -269,28 +215,28 @@ func TestServicePins_Edges(t *testing.T) {
 		denied   string
 	}{
 		{"a tenant's write touching several reserved fields is denied naming each of them", tenant,
-			service(), service(with(lbIPs, lbIPs.first), with(specIP, specIP.first), with(pinned, pinned.first)),
-			denial(lbIPs.path, pinned.path, specIP.path)},
+			service(), service(with(lbIPs, lbIPs.First), with(specIP, specIP.First), with(pinned, pinned.First)),
+			policytest.PinsDenial("web", lbIPs.Path, pinned.Path, specIP.Path)},
 		{"an empty value is a value: a tenant adding an empty address pool is denied", tenant,
-			service(), service(with(pool, "")), denial(pool.path)},
+			service(), service(with(pool, "")), policytest.PinsDenial("web", pool.Path)},
 		{"a tenant emptying an address pool is denied", tenant,
-			service(with(pool, pool.first)), service(with(pool, "")), denial(pool.path)},
+			service(with(pool, pool.First)), service(with(pool, "")), policytest.PinsDenial("web", pool.Path)},
 		{"annotation keys are case-sensitive, as MetalLB reads them: a tenant's metallb.io/LoadBalancerIPs is admitted", tenant,
 			service(), service(setAnnotation("metallb.io/LoadBalancerIPs", "198.51.100.5")), ""},
 		{"MetalLB's own metallb.io/ip-allocated-from-pool is not reserved", tenant,
 			service(), service(setAnnotation("metallb.io/ip-allocated-from-pool", "public")), ""},
 		{"a tenant may keep a driver's pin while replacing every other annotation", tenant,
-			service(with(lbIPs, lbIPs.first), with(pinned, lbIPs.first)),
-			service(with(lbIPs, lbIPs.first), with(pinned, lbIPs.first), func(svc *corev1.Service) {
+			service(with(lbIPs, lbIPs.First), with(pinned, lbIPs.First)),
+			service(with(lbIPs, lbIPs.First), with(pinned, lbIPs.First), func(svc *corev1.Service) {
 				delete(svc.Annotations, "example.com/owner")
 				svc.Annotations["example.com/cost-centre"] = "42"
 			}), ""},
 		{"the driver pins and marks a tenant's Service in one write", driver,
-			service(), service(with(lbIPs, lbIPs.first), with(pinned, lbIPs.first)), ""},
+			service(), service(with(lbIPs, lbIPs.First), with(pinned, lbIPs.First)), ""},
 		{"a user with no groups at all is judged by name: a tenant is denied", principal{name: "carol"},
-			service(), service(with(pool, pool.first)), denial(pool.path)},
+			service(), service(with(pool, pool.First)), policytest.PinsDenial("web", pool.Path)},
 		{"a user with no groups at all is judged by name: the driver is admitted", principal{name: driver.name},
-			service(), service(with(pool, pool.first)), ""},
+			service(), service(with(pool, pool.First)), ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			op := admission.Update
@@ -306,10 +252,10 @@ func TestServicePins_Edges(t *testing.T) {
 // allowed any more, whatever the shipped params say.
 func TestServicePins_ParamsReplaceTheShippedLists(t *testing.T) {
 	policy, binding, params := shipped(t)
-	pool := reservedFields[1]
+	pool := policytest.ReservedFields[1]
 	addPool := func(chain *admissionChain, who principal) outcome {
 		return chain.admit(t, request{principal: who, namespace: hostNamespace, operation: admission.Update,
-			old: service(), new: service(with(pool, pool.first))})
+			old: service(), new: service(with(pool, pool.First))})
 	}
 	masters := principal{"admin", []string{"system:masters"}}
 	operators := principal{"bob", []string{"network-operators"}}
@@ -317,8 +263,8 @@ func TestServicePins_ParamsReplaceTheShippedLists(t *testing.T) {
 
 	t.Run("the shipped params allow neither ops-bot nor network-operators", func(t *testing.T) {
 		chain := newAdmissionChain(t, policy.DeepCopy(), binding.DeepCopy(), params.DeepCopy())
-		expectOutcome(t, addPool(chain, opsBot), denial(pool.path))
-		expectOutcome(t, addPool(chain, operators), denial(pool.path))
+		expectOutcome(t, addPool(chain, opsBot), policytest.PinsDenial("web", pool.Path))
+		expectOutcome(t, addPool(chain, operators), policytest.PinsDenial("web", pool.Path))
 		expectOutcome(t, addPool(chain, masters), "")
 		expectOutcome(t, addPool(chain, driver), "")
 	})
@@ -328,15 +274,15 @@ func TestServicePins_ParamsReplaceTheShippedLists(t *testing.T) {
 		chain := newAdmissionChain(t, policy.DeepCopy(), binding.DeepCopy(), replaced)
 		expectOutcome(t, addPool(chain, opsBot), "")
 		expectOutcome(t, addPool(chain, operators), "")
-		expectOutcome(t, addPool(chain, masters), denial(pool.path))
-		expectOutcome(t, addPool(chain, driver), denial(pool.path))
+		expectOutcome(t, addPool(chain, masters), policytest.PinsDenial("web", pool.Path))
+		expectOutcome(t, addPool(chain, driver), policytest.PinsDenial("web", pool.Path))
 	})
 	t.Run("params with no lists allow nobody", func(t *testing.T) {
 		empty := params.DeepCopy()
 		empty.Data = nil
 		chain := newAdmissionChain(t, policy.DeepCopy(), binding.DeepCopy(), empty)
-		expectOutcome(t, addPool(chain, masters), denial(pool.path))
-		expectOutcome(t, addPool(chain, driver), denial(pool.path))
+		expectOutcome(t, addPool(chain, masters), policytest.PinsDenial("web", pool.Path))
+		expectOutcome(t, addPool(chain, driver), policytest.PinsDenial("web", pool.Path))
 		// Untouched reserved fields still need nobody's permission.
 		expectOutcome(t, chain.admit(t, request{principal: tenant, namespace: hostNamespace, operation: admission.Update,
 			old: service(), new: service(otherEdits)}), "")
@@ -352,7 +298,7 @@ func TestServicePins_ParamsListFormat(t *testing.T) {
 		"allowedGroups":    "network-operators,sre\n",
 	}
 	chain := newAdmissionChain(t, policy, binding, params)
-	pool := reservedFields[1]
+	pool := policytest.ReservedFields[1]
 	for _, c := range []struct {
 		name    string
 		who     principal
@@ -368,12 +314,12 @@ func TestServicePins_ParamsListFormat(t *testing.T) {
 		{"the empty user name is never allowed", principal{name: ""}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			denied := denial(pool.path)
+			denied := policytest.PinsDenial("web", pool.Path)
 			if c.allowed {
 				denied = ""
 			}
 			expectOutcome(t, chain.admit(t, request{principal: c.who, namespace: hostNamespace, operation: admission.Update,
-				old: service(), new: service(with(pool, pool.first))}), denied)
+				old: service(), new: service(with(pool, pool.First))}), denied)
 		})
 	}
 }
@@ -402,13 +348,13 @@ func TestServicePins_WarnAndAuditAdmitWithAWarning(t *testing.T) {
 	policy, binding, params := shipped(t)
 	binding.Spec.ValidationActions = []admissionregistrationv1.ValidationAction{admissionregistrationv1.Warn, admissionregistrationv1.Audit}
 	chain := newAdmissionChain(t, policy, binding, params)
-	pool := reservedFields[1]
-	message := strings.TrimPrefix(denial(pool.path), `services "web" is forbidden: ValidatingAdmissionPolicy 'metallb-iad-service-pins' with binding 'metallb-iad-service-pins' denied request: `)
+	pool := policytest.ReservedFields[1]
+	message := policytest.PinsMessage(pool.Path)
 
 	out := chain.admit(t, request{principal: tenant, namespace: hostNamespace, operation: admission.Update,
-		old: service(with(pool, pool.first)), new: service(with(pool, pool.second))})
+		old: service(with(pool, pool.First)), new: service(with(pool, pool.Second))})
 	expectOutcome(t, out, "")
-	wantWarning := "Validation failed for ValidatingAdmissionPolicy 'metallb-iad-service-pins' with binding 'metallb-iad-service-pins': " + message
+	wantWarning := policytest.Warned(policytest.ServicePins) + message
 	if len(out.warnings) != 1 || out.warnings[0] != wantWarning {
 		t.Errorf("warnings %q, want [%q]", out.warnings, wantWarning)
 	}
@@ -418,7 +364,7 @@ func TestServicePins_WarnAndAuditAdmitWithAWarning(t *testing.T) {
 	}
 
 	out = chain.admit(t, request{principal: driver, namespace: hostNamespace, operation: admission.Update,
-		old: service(with(pool, pool.first)), new: service(with(pool, pool.second))})
+		old: service(with(pool, pool.First)), new: service(with(pool, pool.Second))})
 	expectOutcome(t, out, "")
 	if len(out.warnings) != 0 || len(out.audit) != 0 {
 		t.Errorf("the driver's write drew warnings %q and audit annotations %q", out.warnings, out.audit)
@@ -454,13 +400,13 @@ func TestServicePins_ShippedObjects(t *testing.T) {
 
 // The annotations the policy reserves are the driver's: MetalLB's backend
 // annotations it refuses to overwrite and its own pin marker. (The matrix
-// above holds the policy to reservedFields; this holds reservedFields to the
+// above holds the policy to policytest.ReservedFields; this holds policytest.ReservedFields to the
 // driver's code.)
 func TestReservedAnnotationsAreTheDrivers(t *testing.T) {
 	var got []string
-	for _, f := range reservedFields {
-		if f.annotation {
-			got = append(got, strings.TrimSuffix(strings.TrimPrefix(f.path, "metadata.annotations["), "]"))
+	for _, f := range policytest.ReservedFields {
+		if f.Annotation != "" {
+			got = append(got, strings.TrimSuffix(strings.TrimPrefix(f.Path, "metadata.annotations["), "]"))
 		}
 	}
 	want := append(slices.Clone(metallb.BackendAnnotations), metallb.AnnotationPinned)

@@ -18,6 +18,8 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/cel/environment"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/cozystack/address-controller/policies/policytest"
 )
 
 // compiledPolicy is a policy compiled as kube-apiserver's
@@ -122,17 +124,17 @@ func TestServicePins_RuntimeCostWithinBudget(t *testing.T) {
 	compiled := compilePolicy(t, policy, true)
 
 	ordinary := func() (before, after *corev1.Service) {
-		pool := reservedFields[1]
-		return service(with(pool, pool.first)), service(with(pool, pool.second))
+		pool := policytest.ReservedFields[1]
+		return service(with(pool, pool.First)), service(with(pool, pool.Second))
 	}
 	largest := func() (before, after *corev1.Service) {
 		before, after = service(), service()
 		before.Annotations, after.Annotations = map[string]string{}, map[string]string{}
 		const annotationLimit = 256 * 1024 // the API's total for keys and values
-		reserved := reservedFields[:7]
+		reserved := policytest.ReservedFields[:7]
 		per := annotationLimit / len(reserved)
 		for _, f := range reserved {
-			key := strings.TrimSuffix(strings.TrimPrefix(f.path, "metadata.annotations["), "]")
+			key := strings.TrimSuffix(strings.TrimPrefix(f.Path, "metadata.annotations["), "]")
 			value := strings.Repeat("a", per-len(key)-1)
 			before.Annotations[key] = value + "a"
 			after.Annotations[key] = value + "b"

@@ -41,9 +41,11 @@ const (
 	// ConditionConflict reports, on an address in phase Conflict, the
 	// workload that holds it without authorization. Written by drivers only.
 	ConditionConflict = "Conflict"
-	// ConditionHeld reports, on an address, whether its driver can hold it
-	// in the backend; False goes with phase Lost. Written by drivers only.
-	ConditionHeld = "Held"
+	// ConditionInBackend reports, on an address, whether its driver can hold
+	// it in the backend; False goes with phase Lost. Written by drivers only.
+	// (Not to be confused with AnnotationHeld, an admin's exemption of a
+	// Released address from releaseDelay.)
+	ConditionInBackend = "InBackend"
 )
 
 // Condition and event reasons.

@@ -28,42 +28,18 @@ func main() {
 }
 
 func run() error {
-	defaults := core.DefaultOptions()
-	opts := defaults
+	opts := core.DefaultOptions()
 	flags := daemon.Flags{Name: core.EventSource}
-	var (
-		webhookPort                          int
-		webhookHost, certDir, coreUser       string
-		driverUsers, adminGroups, adminUsers string
-		sourceAnnotations                    string
-	)
+	var set settings
 	fs := flag.CommandLine
 	flags.Bind(fs, "address-controller.local.sdn.cozystack.io")
-	fs.IntVar(&opts.ClaimWorkers, "claim-workers", defaults.ClaimWorkers, "Concurrent IPAddressClaim reconciles.")
-	fs.IntVar(&opts.AddressWorkers, "address-workers", defaults.AddressWorkers, "Concurrent IPAddress reconciles.")
-	fs.IntVar(&opts.ClassWorkers, "class-workers", defaults.ClassWorkers, "Concurrent IPAddressClass reconciles.")
-	fs.IntVar(&opts.AutoClaimWorkers, "auto-claim-workers", defaults.AutoClaimWorkers, "Concurrent Service reconciles of auto-claim.")
-	fs.StringVar(&sourceAnnotations, "auto-claim-skip-annotations", metallbSourceAnnotations,
-		"Comma-separated Service annotations by which a load-balancer backend lets a Service choose its own address source; "+
-			"auto-claim leaves a Service carrying one alone. The default is MetalLB's pool, pin and sharing annotations.")
-	fs.IntVar(&webhookPort, "webhook-port", 9443, "Port the admission webhooks are served on (HTTPS); 0 serves none.")
-	fs.StringVar(&webhookHost, "webhook-host", "", "Address the admission webhooks bind to; empty binds every interface.")
-	fs.StringVar(&certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs",
-		"Directory holding the webhooks' serving certificate, tls.crt and tls.key (cert-manager's Secret, mounted).")
-	fs.StringVar(&coreUser, "core-username", "",
-		"The core's own username, the only one that may write claim status and the core's address phases. Empty: asked from the API server (SelfSubjectReview).")
-	fs.StringVar(&driverUsers, "driver-usernames", "metallb.drivers.local.sdn.cozystack.io=system:serviceaccount:metallb-iad-system:metallb-iad",
-		"Comma-separated drivers, the only ones that may write an address's Conflict, Lost, associatedTo and holding: "+
-			"<provisioner>=<username> keeps the driver to the addresses and classes of that provisioner; a bare <username> serves any class.")
-	fs.StringVar(&adminGroups, "admin-groups", "system:masters,kubeadm:cluster-admins,cozystack-cluster-admin",
-		"Comma-separated groups of administrators, who may clear an address's claimRef.")
-	fs.StringVar(&adminUsers, "admin-usernames", "", "Comma-separated usernames of further administrators.")
+	set.bind(fs, &opts)
 	daemon.Usage(fs, os.Args[0], "The address-controller core: binds IPAddressClaims to IPAddress objects (local.sdn.cozystack.io/v1alpha1)\nand serves their admission webhooks.")
 	flag.Parse()
-	opts.SourceAnnotations = list(sourceAnnotations)
+	opts.SourceAnnotations = list(set.sourceAnnotations)
 
 	mgr, err := flags.NewManager(core.CacheOptions(opts), client.Options{}, func(o *manager.Options) {
-		o.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{Host: webhookHost, Port: webhookPort, CertDir: certDir})
+		o.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{Host: set.webhookHost, Port: set.webhookPort, CertDir: set.certDir})
 	})
 	if err != nil {
 		return err
@@ -72,26 +48,58 @@ func run() error {
 	if err := core.Setup(ctx, mgr, opts); err != nil {
 		return err
 	}
-	if webhookPort != 0 {
-		if coreUser == "" {
-			if coreUser, err = whoAmI(ctx, mgr); err != nil {
+	if set.webhookPort != 0 {
+		if set.coreUser == "" {
+			if set.coreUser, err = whoAmI(ctx, mgr); err != nil {
 				return fmt.Errorf("asking the API server who the core is (set --core-username to skip): %w", err)
 			}
 		}
-		drivers, scopes, err := webhook.ParseDrivers(list(driverUsers))
+		drivers, scopes, err := webhook.ParseDrivers(list(set.driverUsers))
 		if err != nil {
 			return fmt.Errorf("--driver-usernames: %w", err)
 		}
 		webhook.Setup(mgr, webhook.Principals{
-			Core: []string{coreUser}, Drivers: drivers, Scopes: scopes, AdminGroups: list(adminGroups), AdminUsers: list(adminUsers),
+			Core: []string{set.coreUser}, Drivers: drivers, Scopes: scopes, AdminGroups: list(set.adminGroups), AdminUsers: list(set.adminUsers),
 		})
 		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 			return err
 		}
 	}
 	ctrl.Log.WithName("setup").Info("starting", "leaderElection", flags.LeaderElect, "claimWorkers", opts.ClaimWorkers,
-		"addressWorkers", opts.AddressWorkers, "webhookPort", webhookPort, "coreUsername", coreUser)
+		"addressWorkers", opts.AddressWorkers, "webhookPort", set.webhookPort, "coreUsername", set.coreUser)
 	return mgr.Start(ctx)
+}
+
+// settings are the manager's flags beyond the core's Options.
+type settings struct {
+	webhookPort                          int
+	webhookHost, certDir, coreUser       string
+	driverUsers, adminGroups, adminUsers string
+	sourceAnnotations                    string
+}
+
+// bind registers the flags, the core's worker counts into opts.
+func (s *settings) bind(fs *flag.FlagSet, opts *core.Options) {
+	defaults := *opts
+	fs.IntVar(&opts.ClaimWorkers, "claim-workers", defaults.ClaimWorkers, "Concurrent IPAddressClaim reconciles.")
+	fs.IntVar(&opts.AddressWorkers, "address-workers", defaults.AddressWorkers, "Concurrent IPAddress reconciles.")
+	fs.IntVar(&opts.ClassWorkers, "class-workers", defaults.ClassWorkers, "Concurrent IPAddressClass reconciles.")
+	fs.IntVar(&opts.AutoClaimWorkers, "auto-claim-workers", defaults.AutoClaimWorkers, "Concurrent Service reconciles of auto-claim.")
+	fs.StringVar(&s.sourceAnnotations, "auto-claim-skip-annotations", metallbSourceAnnotations,
+		"Comma-separated Service annotations by which a load-balancer backend lets a Service choose its own address source; "+
+			"auto-claim leaves a Service carrying one alone. The default is MetalLB's pool, pin and sharing annotations.")
+	fs.IntVar(&s.webhookPort, "webhook-port", 9443, "Port the admission webhooks are served on (HTTPS); 0 serves none.")
+	fs.StringVar(&s.webhookHost, "webhook-host", "", "Address the admission webhooks bind to; empty binds every interface.")
+	fs.StringVar(&s.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs",
+		"Directory holding the webhooks' serving certificate, tls.crt and tls.key (cert-manager's Secret, mounted).")
+	fs.StringVar(&s.coreUser, "core-username", "",
+		"The core's own username, the only one that may write claim status and the core's address phases. Empty: asked from the API server (SelfSubjectReview).")
+	fs.StringVar(&s.driverUsers, "driver-usernames", "metallb.drivers.local.sdn.cozystack.io=system:serviceaccount:metallb-iad-system:metallb-iad",
+		"Comma-separated drivers, the only ones that may write an address's Conflict, Lost, associatedTo and holding: "+
+			"<provisioner>=<username> keeps the driver to the addresses and classes of that provisioner; a bare <username> serves any class.")
+	fs.StringVar(&s.adminGroups, "admin-groups", "system:masters,kubeadm:cluster-admins,cozystack-cluster-admin",
+		"Comma-separated groups of administrators, who may clear an address's claimRef.")
+	fs.StringVar(&s.adminUsers, "admin-usernames", "", "Comma-separated usernames of further administrators.")
 }
 
 // metallbSourceAnnotations are MetalLB's pool, pin and sharing annotations

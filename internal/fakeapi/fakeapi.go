@@ -44,15 +44,18 @@ type API struct {
 	Failed bool
 }
 
-// New is an API holding objs, with the core's indexes, the IPAddress CRD's
-// selectable fields and any further indexes registered.
-func New(t testing.TB, objs []client.Object, more ...Indexes) *API {
+// New is an API holding objs, with the IPAddress CRD's selectable fields
+// and the given indexes registered: a binary's own (metallb.SetupIndexes),
+// or when none is given every index of the core (index.Setup).
+func New(t testing.TB, objs []client.Object, indexes ...Indexes) *API {
 	t.Helper()
 	b := fake.NewClientBuilder().WithScheme(Scheme()).
 		WithStatusSubresource(&v1alpha1.IPAddressClaim{}, &v1alpha1.IPAddress{}, &v1alpha1.IPAddressClass{}, &corev1.Service{}).
 		WithObjects(objs...)
-	all := func(ctx context.Context, i client.FieldIndexer) error { return index.Setup(ctx, i) }
-	for _, setup := range append([]Indexes{all, selectable}, more...) {
+	if len(indexes) == 0 {
+		indexes = []Indexes{func(ctx context.Context, i client.FieldIndexer) error { return index.Setup(ctx, i) }}
+	}
+	for _, setup := range append(indexes, selectable) {
 		if err := setup(context.Background(), indexer{b}); err != nil {
 			t.Fatal(err)
 		}

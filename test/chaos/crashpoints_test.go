@@ -339,9 +339,7 @@ func dualService(name string, port int32, annotations map[string]string) *corev1
 		annotations = map[string]string{}
 	}
 	annotations[v1alpha1.AnnotationAutoClaim] = "false"
-	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: name, Annotations: annotations},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicyRequireDualStack),
-			Ports: []corev1.ServicePort{{Port: port}}}}
+	return loadBalancer(name, corev1.IPFamilyPolicyRequireDualStack, port, annotations)
 }
 
 func (sw *sweep) claimAndService(id string) error {

@@ -211,10 +211,8 @@ func (s *system) setupTenant(scheme *apiruntime.Scheme) {
 			s.t.Fatal(err)
 		}
 	}
-	cfg := rest.CopyConfig(s.cp.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{UserName: tenantUser, Groups: []string{tenantGroup}}
 	var err error
-	if s.tenant, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+	if s.tenant, err = client.New(controlplane.Impersonating(s.cp.Config, tenantUser, tenantGroup), client.Options{Scheme: scheme}); err != nil {
 		s.t.Fatal(err)
 	}
 }

@@ -165,13 +165,18 @@ func (w *workload) claim(class string, family v1alpha1.IPFamily) *v1alpha1.IPAdd
 func (w *workload) service(prefix string, annotations map[string]string) *corev1.Service {
 	w.n++
 	policies := []corev1.IPFamilyPolicy{corev1.IPFamilyPolicySingleStack, corev1.IPFamilyPolicyPreferDualStack, corev1.IPFamilyPolicyRequireDualStack}
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: fmt.Sprintf("%s%d", prefix, w.n), Annotations: annotations},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilyPolicy: &policies[w.rng.IntN(3)],
-			Ports: []corev1.ServicePort{{Port: int32(80 + w.rng.IntN(3))}}}}
+	svc := loadBalancer(fmt.Sprintf("%s%d", prefix, w.n), policies[w.rng.IntN(3)], int32(80+w.rng.IntN(3)), annotations)
 	if *svc.Spec.IPFamilyPolicy == corev1.IPFamilyPolicySingleStack && w.rng.IntN(2) == 0 {
 		svc.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
 	}
 	return svc
+}
+
+// loadBalancer is the tenant's LoadBalancer Service name, of family
+// policy, on port: every Service the chaos run and the sweep create.
+func loadBalancer(name string, policy corev1.IPFamilyPolicy, port int32, annotations map[string]string) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: name, Annotations: annotations},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilyPolicy: &policy, Ports: []corev1.ServicePort{{Port: port}}}}
 }
 
 // annotate sets (or, with null, removes) the Service's claim annotation

@@ -150,9 +150,7 @@ func tenantRoles(ctx context.Context, t *testing.T, cp *controlplane.ControlPlan
 		}
 	}
 	as := func(user string) client.Client {
-		cfg := rest.CopyConfig(cp.Config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-		c, err := client.New(cfg, client.Options{Scheme: scheme})
+		c, err := client.New(controlplane.Impersonating(cp.Config, user), client.Options{Scheme: scheme})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,14 +26,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/core/webhook"
+	"github.com/cozystack/address-controller/test/controlplane"
 	"github.com/cozystack/address-controller/test/proc"
 )
 
@@ -160,24 +159,12 @@ func serveWebhooks(ctx context.Context, t *testing.T, cfg *rest.Config, c client
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
 
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		WebhookServer:          ctrlwebhook.NewServer(ctrlwebhook.Options{Host: host, Port: port, CertDir: certDir}),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	webhook.Setup(mgr, webhook.Principals{})
-	mgrCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(mgrCtx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("webhook server: %v", err)
-		}
+	controlplane.RunManager(t, cfg, controlplane.ManagerOptions{
+		Options: manager.Options{Scheme: scheme, WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: host, Port: port, CertDir: certDir})},
+		Setup: func(_ context.Context, mgr manager.Manager) error {
+			webhook.Setup(mgr, webhook.Principals{})
+			return nil
+		},
 	})
 
 	ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")

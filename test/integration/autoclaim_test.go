@@ -104,56 +104,6 @@ func (e *env) requireNoAutoClaimClass() {
 
 // --- Services ---
 
-// newAutoClaimEnv is newEnv for tests that create Services: at cleanup
-// (after the manager stopped) it logs them if the test failed and removes
-// them, finalizers and all, so that none outlives its test.
-func newAutoClaimEnv(t *testing.T) *env {
-	t.Helper()
-	e := newEnv(t)
-	t.Cleanup(e.cleanupServices)
-	return e
-}
-
-func (e *env) cleanupServices() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var list corev1.ServiceList
-	if err := k8s.List(ctx, &list, client.InNamespace(e.ns)); err != nil {
-		e.t.Errorf("cleanup: listing Services: %v", err)
-		return
-	}
-	if e.t.Failed() {
-		e.dumpServices(ctx, list.Items)
-	}
-	for i := range list.Items {
-		if err := forceDelete(ctx, &list.Items[i]); err != nil {
-			e.t.Errorf("cleanup: %v", err)
-		}
-	}
-}
-
-func (e *env) dumpServices(ctx context.Context, svcs []corev1.Service) {
-	var b strings.Builder
-	for _, s := range svcs {
-		fmt.Fprintf(&b, "service %s uid=%s type=%s families=%v policy=%v deleting=%v annotations=%v ingress=%v\n",
-			s.Name, s.UID, s.Spec.Type, s.Spec.IPFamilies, ptr.Deref(s.Spec.IPFamilyPolicy, ""), s.DeletionTimestamp != nil,
-			s.Annotations, s.Status.LoadBalancer.Ingress)
-	}
-	var claims v1alpha1.IPAddressClaimList
-	if err := k8s.List(ctx, &claims, client.InNamespace(e.ns)); err == nil {
-		for _, c := range claims.Items {
-			fmt.Fprintf(&b, "claim %s class=%s family=%s ownerReferences=%+v\n", c.Name, c.Spec.ClassName, c.Spec.Family, c.OwnerReferences)
-		}
-	}
-	var events eventsv1.EventList
-	if err := k8s.List(ctx, &events, client.InNamespace(e.ns)); err == nil {
-		for _, ev := range events.Items {
-			fmt.Fprintf(&b, "event %s %s/%s %s: %s\n", ev.Type, ev.Regarding.Kind, ev.Regarding.Name, ev.Reason, ev.Note)
-		}
-	}
-	e.t.Logf("Services at failure:\n%s", b.String())
-}
-
 // newService is a LoadBalancer Service that qualifies for auto-claim
 // unless mods say otherwise.
 func (e *env) newService(name string, mods ...func(*corev1.Service)) *corev1.Service {
@@ -287,7 +237,7 @@ func (e *env) expectNotClaimed(g Gomega, name, annotation string) {
 // a class is marked and named on it; a qualifying control Service next to
 // them is auto-claimed, so the manager did see them.
 func TestAutoClaim_10_QualificationExclusions(t *testing.T) {
-	e := newAutoClaimEnv(t)
+	e := newEnv(t)
 	class := e.class("auto")
 	e.createAutoClaimClass(class)
 
@@ -352,7 +302,7 @@ func TestAutoClaim_10_QualificationExclusions(t *testing.T) {
 // The ip-address-class annotation alone opts a Service in, with a class
 // that is not marked; and it wins over a marked class.
 func TestAutoClaim_10_ClassFromAnnotation(t *testing.T) {
-	e := newAutoClaimEnv(t)
+	e := newEnv(t)
 	e.requireNoAutoClaimClass()
 	named := e.class("named")
 	e.createClass(named)
@@ -372,7 +322,7 @@ func TestAutoClaim_10_ClassFromAnnotation(t *testing.T) {
 // With no class annotation, the single marked class is used; the claim is
 // then an ordinary one and binds a pre-provisioned address of the class.
 func TestAutoClaim_10_SingleAutoClaimClass(t *testing.T) {
-	e := newAutoClaimEnv(t)
+	e := newEnv(t)
 	auto := e.class("auto")
 	e.createAutoClaimClass(auto)
 	e.createClass(e.class("other"))
@@ -388,7 +338,7 @@ func TestAutoClaim_10_SingleAutoClaimClass(t *testing.T) {
 // With no class marked and none named, nothing happens — a default class
 // is not an auto-claim class.
 func TestAutoClaim_10_NoAutoClaimClass(t *testing.T) {
-	e := newAutoClaimEnv(t)
+	e := newEnv(t)
 	e.requireNoAutoClaimClass()
 	e.createClass(e.class("a"))
 	e.createClass(e.class("default"), asDefault)
@@ -404,7 +354,7 @@ func TestAutoClaim_10_NoAutoClaimClass(t *testing.T) {
 // Several marked classes: a warning on the Service, nothing claimed. A
 // Service that names its class is not ambiguous.
 func TestAutoClaim_10_MultipleAutoClaimClasses(t *testing.T) {
-	e := newAutoClaimEnv(t)
+	e := newEnv(t)
 	a, b := e.class("a"), e.class("b")
 	e.createAutoClaimClass(a)
 	e.createAutoClaimClass(b)
@@ -425,7 +375,7 @@ func TestAutoClaim_10_MultipleAutoClaimClasses(t *testing.T) {
 // A claim of the Service's name that the Service does not control is never
 // adopted: a warning, no owner reference added, no annotation.
 func TestAutoClaim_10_NotAdopted(t *testing.T) {
-	e := newAutoClaimEnv(t)
+	e := newEnv(t)
 	class := e.class("a")
 	e.createClass(class)
 	startManager(t)
@@ -461,7 +411,7 @@ func TestAutoClaim_10_NotAdopted(t *testing.T) {
 // the Service's first family. The control plane's Service CIDRs are
 // dual-stack.
 func TestAutoClaim_10_FamilyDerivation(t *testing.T) {
-	e := newAutoClaimEnv(t)
+	e := newEnv(t)
 	class := e.class("a")
 	e.createClass(class)
 
@@ -496,7 +446,7 @@ func TestAutoClaim_10_FamilyDerivation(t *testing.T) {
 // Deleting the Service garbage-collects its claim, and the claim takes its
 // address with it although the class and the address say Retain.
 func TestAutoClaim_10_ServiceDeletionCollectsClaimAndAddresses(t *testing.T) {
-	e := newAutoClaimEnv(t)
+	e := newEnv(t)
 	class := e.class("a")
 	e.g.Expect(e.createClass(class).Spec.ReclaimPolicy).To(Equal(v1alpha1.ReclaimRetain))
 	addr := e.createAddress(e.v4(1), class)
@@ -522,7 +472,7 @@ func TestAutoClaim_10_ServiceDeletionCollectsClaimAndAddresses(t *testing.T) {
 // outlives the Service, keeps its address, and the core does not put the
 // reference back.
 func TestAutoClaim_10_OwnerReferenceRemovedKeepsClaim(t *testing.T) {
-	e := newAutoClaimEnv(t)
+	e := newEnv(t)
 	class := e.class("a")
 	e.createClass(class)
 	addr := e.createAddress(e.v4(1), class)
@@ -663,7 +613,7 @@ func patchedFields(w serviceWrite) (any, error) {
 // nothing else of the Service changes, and the core's field manager owns
 // that one annotation.
 func TestAutoClaim_10_PatchesOnlyTheAnnotation(t *testing.T) {
-	e := newAutoClaimEnv(t)
+	e := newEnv(t)
 	class := e.class("a")
 	e.createClass(class)
 

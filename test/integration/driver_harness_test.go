@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -62,8 +60,6 @@ func newEnvForDriver(t *testing.T) *env {
 	t.Helper()
 	e := newEnv(t)
 	needMetalLB(t)
-	t.Cleanup(e.cleanupDriver)
-	t.Cleanup(e.dumpServicesIfFailed)
 	startManager(t)
 	return e
 }
@@ -112,15 +108,7 @@ func (e *env) webBound(policy v1alpha1.ReclaimPolicy) (class, ip string) {
 // given annotations.
 func (e *env) service(name string, annotations map[string]string, mods ...func(*corev1.Service)) *corev1.Service {
 	e.t.Helper()
-	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name, Annotations: annotations},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
-	}
-	for _, m := range mods {
-		m(svc)
-	}
-	e.create(svc)
-	return svc
+	return e.createService(name, append([]func(*corev1.Service){func(s *corev1.Service) { s.Annotations = annotations }}, mods...)...)
 }
 
 func naming(claim string) map[string]string {
@@ -261,60 +249,4 @@ func (w *holderWatch) check(t *testing.T) {
 	if len(w.bad) > 0 {
 		t.Errorf("MetalLB's assignments of %s were not hitless:\n  %s\nhistory:\n  %s", w.ip, strings.Join(w.bad, "\n  "), strings.Join(w.history, "\n  "))
 	}
-}
-
-// cleanupDriver strips the driver's finalizer from the test's Services and
-// deletes the test's pools and its addresses' placeholders. It runs after
-// every manager of the test has stopped.
-func (e *env) cleanupDriver() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var svcs corev1.ServiceList
-	if err := k8s.List(ctx, &svcs, client.InNamespace(e.ns)); err == nil {
-		for i := range svcs.Items {
-			if err := forceDelete(ctx, &svcs.Items[i]); err != nil {
-				e.t.Errorf("cleanup: %v", err)
-			}
-		}
-	}
-	var addrs v1alpha1.IPAddressList
-	if err := k8s.List(ctx, &addrs); err == nil {
-		for _, a := range addrs.Items {
-			if e.ownsClass(a.Spec.ClassName) {
-				_ = k8s.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: driverNamespace, Name: a.Name}})
-			}
-		}
-	}
-	pools := &unstructured.UnstructuredList{}
-	pools.SetGroupVersionKind(metallbiad.PoolGVK)
-	if err := k8s.List(ctx, pools, client.InNamespace(metallb.Namespace)); err == nil {
-		for i := range pools.Items {
-			if e.ownsClass(pools.Items[i].GetName()) {
-				_ = k8s.Delete(ctx, &pools.Items[i])
-			}
-		}
-	}
-}
-
-// dumpServicesIfFailed logs the Services the test concerns and where
-// MetalLB's log is, when it failed.
-func (e *env) dumpServicesIfFailed() {
-	if !e.t.Failed() {
-		return
-	}
-	var b strings.Builder
-	for _, ns := range []string{e.ns, driverNamespace} {
-		var svcs corev1.ServiceList
-		if err := k8s.List(context.Background(), &svcs, client.InNamespace(ns)); err != nil {
-			continue
-		}
-		for _, s := range svcs.Items {
-			fmt.Fprintf(&b, "service %s/%s ingress=%v annotations=%v finalizers=%v deleting=%v\n",
-				s.Namespace, s.Name, s.Status.LoadBalancer.Ingress, s.Annotations, s.Finalizers, s.DeletionTimestamp != nil)
-		}
-	}
-	if log, err := os.ReadFile(metallbLog); err == nil && len(log) > 4000 {
-		b.WriteString("MetalLB log tail:\n" + string(log[len(log)-4000:]))
-	}
-	e.t.Logf("Services at failure:\n%s", b.String())
 }

@@ -293,7 +293,7 @@ func TestDriver_7_6_LostSetAndCleared(t *testing.T) {
 		e.eventually(func(g Gomega) {
 			a := e.getAddress(g, addr)
 			g.Expect(a.Status.Phase).To(Equal(v1alpha1.AddressLost))
-			held := meta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionHeld)
+			held := meta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionInBackend)
 			g.Expect(held).NotTo(BeNil())
 			g.Expect(held.Reason).To(Equal(reason))
 			g.Expect(e.getClaim(g, "web").Status.Phase).To(Equal(v1alpha1.ClaimLost))
@@ -303,7 +303,7 @@ func TestDriver_7_6_LostSetAndCleared(t *testing.T) {
 		e.eventually(func(g Gomega) {
 			a := e.getAddress(g, addr)
 			g.Expect(a.Status.Phase).To(Equal(v1alpha1.AddressBound))
-			g.Expect(meta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionHeld)).To(BeTrue())
+			g.Expect(meta.IsStatusConditionTrue(a.Status.Conditions, v1alpha1.ConditionInBackend)).To(BeTrue())
 			g.Expect(e.getClaim(g, "web").Status.Phase).To(Equal(v1alpha1.ClaimBound))
 		})
 		e.placeholderHolds(ip)

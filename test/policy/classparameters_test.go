@@ -15,13 +15,14 @@ import (
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/driver/metallb"
 	"github.com/cozystack/address-controller/policies"
+	"github.com/cozystack/address-controller/policies/policytest"
 	"github.com/cozystack/address-controller/test/controlplane"
 )
 
 // classDenial is the prefix of kube-apiserver's answer to a class write
 // metallb-iad-class-parameters refuses.
 func classDenial(name string) string {
-	return `ipaddressclasses.local.sdn.cozystack.io "` + name + `" is forbidden: ValidatingAdmissionPolicy 'metallb-iad-class-parameters' with binding 'metallb-iad-class-parameters' denied request: `
+	return policytest.Denied(policytest.ClassParameters, "ipaddressclasses.local.sdn.cozystack.io", name)
 }
 
 // A class of the driver whose parameters it could not read is refused,

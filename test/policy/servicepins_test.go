@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +23,7 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/cozystack/address-controller/policies"
+	"github.com/cozystack/address-controller/policies/policytest"
 	"github.com/cozystack/address-controller/test/controlplane"
 )
 
@@ -32,72 +32,6 @@ const (
 	plainNamespace = "unrelated" // not labelled
 	driverUser     = "system:serviceaccount:metallb-iad-system:metallb-iad"
 )
-
-// reservedField is a field the policy reserves, with two values to set and
-// change it to, and whether it is an annotation (which a status write can
-// change too).
-type reservedField struct {
-	path          string
-	first, second string
-	annotation    string // the key, for an annotation
-}
-
-var reservedFields = []reservedField{
-	{"metadata.annotations[metallb.io/loadBalancerIPs]", "198.51.100.5", "198.51.100.6", "metallb.io/loadBalancerIPs"},
-	{"metadata.annotations[metallb.io/address-pool]", "reserved", "public", "metallb.io/address-pool"},
-	{"metadata.annotations[metallb.io/allow-shared-ip]", "shared-a", "shared-b", "metallb.io/allow-shared-ip"},
-	{"metadata.annotations[metallb.universe.tf/loadBalancerIPs]", "198.51.100.7", "198.51.100.8", "metallb.universe.tf/loadBalancerIPs"},
-	{"metadata.annotations[metallb.universe.tf/address-pool]", "reserved", "public", "metallb.universe.tf/address-pool"},
-	{"metadata.annotations[metallb.universe.tf/allow-shared-ip]", "shared-a", "shared-b", "metallb.universe.tf/allow-shared-ip"},
-	{"metadata.annotations[metallb.drivers.local.sdn.cozystack.io/pinned]", "198.51.100.5", "198.51.100.6", "metallb.drivers.local.sdn.cozystack.io/pinned"},
-	{"spec.loadBalancerIP", "198.51.100.9", "198.51.100.10", ""},
-	// CVE-2020-8554: kube-proxy sends a Service's externalIPs to it.
-	{"spec.externalIPs", "198.51.100.11", "198.51.100.11,198.51.100.12", ""},
-}
-
-func (f reservedField) get(svc *corev1.Service) (string, bool) {
-	if f.path == "spec.externalIPs" {
-		return strings.Join(svc.Spec.ExternalIPs, ","), len(svc.Spec.ExternalIPs) > 0
-	}
-	if f.annotation == "" {
-		return svc.Spec.LoadBalancerIP, svc.Spec.LoadBalancerIP != ""
-	}
-	v, ok := svc.Annotations[f.annotation]
-	return v, ok
-}
-
-func (f reservedField) set(svc *corev1.Service, value string) {
-	if f.path == "spec.externalIPs" {
-		svc.Spec.ExternalIPs = strings.Split(value, ",")
-		return
-	}
-	if f.annotation == "" {
-		svc.Spec.LoadBalancerIP = value
-		return
-	}
-	if svc.Annotations == nil {
-		svc.Annotations = map[string]string{}
-	}
-	svc.Annotations[f.annotation] = value
-}
-
-func (f reservedField) unset(svc *corev1.Service) {
-	if f.path == "spec.externalIPs" {
-		svc.Spec.ExternalIPs = nil
-		return
-	}
-	if f.annotation == "" {
-		svc.Spec.LoadBalancerIP = ""
-		return
-	}
-	delete(svc.Annotations, f.annotation)
-}
-
-// denial is the message kube-apiserver answers a write of Service name
-// touching the given field with.
-func denial(name, path string) string {
-	return fmt.Sprintf(`services %q is forbidden: ValidatingAdmissionPolicy 'metallb-iad-service-pins' with binding 'metallb-iad-service-pins' denied request: %s may only be set, changed or removed by the metallb-iad driver or a cluster administrator`, name, path)
-}
 
 func loadBalancer(namespace, name string) *corev1.Service {
 	return &corev1.Service{
@@ -139,9 +73,7 @@ func (i identity) policyWarnings() []string {
 // impersonating acts as user and groups through the admin's right to
 // impersonate; the API server admits the request as that user.
 func impersonating(g Gomega, admin *rest.Config, user string, groups ...string) identity {
-	config := rest.CopyConfig(admin)
-	config.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
-	return newIdentity(g, user, config)
+	return newIdentity(g, user, controlplane.Impersonating(admin, user, groups...))
 }
 
 func TestServicePins_EnforcedByKubeAPIServer(t *testing.T) {
@@ -241,46 +173,46 @@ func TestServicePins_EnforcedByKubeAPIServer(t *testing.T) {
 	// host namespace: nothing is stored, but admission runs.
 	probe := func(who identity) error {
 		svc := loadBalancer(hostNamespace, "probe")
-		reservedFields[1].set(svc, "probe")
+		policytest.ReservedFields[1].Set(svc, "probe")
 		_, err := who.cs.CoreV1().Services(hostNamespace).Create(ctx, svc, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err
 	}
 	// Policies reach the admission plugin through informers: wait until
 	// the tenant's probe is refused by this policy.
 	waitStart := time.Now()
-	g.Eventually(func() error { return probe(tenant) }).Should(MatchError(denial("probe", reservedFields[1].path)))
+	g.Eventually(func() error { return probe(tenant) }).Should(MatchError(policytest.PinsDenial("probe", policytest.ReservedFields[1].Path)))
 	t.Logf("policy effective %s after it was created", time.Since(waitStart).Round(time.Millisecond))
 	tenant.warnings.Take()
 
 	t.Run("a tenant cannot set, change or remove a reserved field in a host namespace", func(t *testing.T) {
-		for i, f := range reservedFields {
-			t.Run(f.path, func(t *testing.T) {
+		for i, f := range policytest.ReservedFields {
+			t.Run(f.Path, func(t *testing.T) {
 				g := NewWithT(t)
 				services := func(who identity) typedServices { return typedServices{who.cs.CoreV1().Services(hostNamespace)} }
 				name := fmt.Sprintf("tenant-%d", i)
 
 				svc := loadBalancer(hostNamespace, name)
-				f.set(svc, f.first)
+				f.Set(svc, f.First)
 				_, err := services(tenant).Create(ctx, svc, metav1.CreateOptions{})
-				g.Expect(err).To(MatchError(denial(name, f.path)), "set on create")
+				g.Expect(err).To(MatchError(policytest.PinsDenial(name, f.Path)), "set on create")
 				g.Expect(apierrors.IsForbidden(err)).To(BeTrue())
 
 				// Without the field the tenant creates it, then may not add it.
 				_, err = services(tenant).Create(ctx, loadBalancer(hostNamespace, name), metav1.CreateOptions{})
 				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(services(tenant).edit(ctx, name, func(s *corev1.Service) { f.set(s, f.first) })).
-					To(MatchError(denial(name, f.path)), "set on update")
+				g.Expect(services(tenant).edit(ctx, name, func(s *corev1.Service) { f.Set(s, f.First) })).
+					To(MatchError(policytest.PinsDenial(name, f.Path)), "set on update")
 
 				// The admin pins it; the tenant may neither change nor remove
 				// the pin, but may edit everything else.
-				g.Expect(services(admin).edit(ctx, name, func(s *corev1.Service) { f.set(s, f.first) })).To(Succeed())
-				g.Expect(services(tenant).edit(ctx, name, func(s *corev1.Service) { f.set(s, f.second) })).
-					To(MatchError(denial(name, f.path)), "change")
-				g.Expect(services(tenant).edit(ctx, name, func(s *corev1.Service) { f.unset(s) })).
-					To(MatchError(denial(name, f.path)), "remove")
-				if f.annotation != "" {
-					g.Expect(services(tenant).editStatus(ctx, name, func(s *corev1.Service) { f.set(s, f.second) })).
-						To(MatchError(denial(name, f.path)), "change through services/status")
+				g.Expect(services(admin).edit(ctx, name, func(s *corev1.Service) { f.Set(s, f.First) })).To(Succeed())
+				g.Expect(services(tenant).edit(ctx, name, func(s *corev1.Service) { f.Set(s, f.Second) })).
+					To(MatchError(policytest.PinsDenial(name, f.Path)), "change")
+				g.Expect(services(tenant).edit(ctx, name, func(s *corev1.Service) { f.Unset(s) })).
+					To(MatchError(policytest.PinsDenial(name, f.Path)), "remove")
+				if f.Annotation != "" {
+					g.Expect(services(tenant).editStatus(ctx, name, func(s *corev1.Service) { f.Set(s, f.Second) })).
+						To(MatchError(policytest.PinsDenial(name, f.Path)), "change through services/status")
 				}
 				g.Expect(services(tenant).edit(ctx, name, func(s *corev1.Service) {
 					s.Labels["tier"] = "frontend"
@@ -293,8 +225,8 @@ func TestServicePins_EnforcedByKubeAPIServer(t *testing.T) {
 
 				stored, err := services(admin).Get(ctx, name, metav1.GetOptions{})
 				g.Expect(err).NotTo(HaveOccurred())
-				v, ok := f.get(stored)
-				g.Expect(ok && v == f.first).To(BeTrue(), "%s is %q (present %v), want the admin's %q", f.path, v, ok, f.first)
+				v, ok := f.Get(stored)
+				g.Expect(ok && v == f.First).To(BeTrue(), "%s is %q (present %v), want the admin's %q", f.Path, v, ok, f.First)
 				g.Expect(stored.Spec.Ports).To(HaveLen(2))
 				g.Expect(tenant.policyWarnings()).To(BeEmpty())
 			})
@@ -302,22 +234,22 @@ func TestServicePins_EnforcedByKubeAPIServer(t *testing.T) {
 	})
 
 	t.Run("the driver and each allowed group can set, change and remove a reserved field", func(t *testing.T) {
-		for i, f := range reservedFields {
-			t.Run(f.path, func(t *testing.T) {
+		for i, f := range policytest.ReservedFields {
+			t.Run(f.Path, func(t *testing.T) {
 				g := NewWithT(t)
 				for j, who := range allowed {
 					services := typedServices{who.cs.CoreV1().Services(hostNamespace)}
 					name := fmt.Sprintf("allowed-%d-%d", i, j)
 					svc := loadBalancer(hostNamespace, name)
-					f.set(svc, f.first)
+					f.Set(svc, f.First)
 					_, err := services.Create(ctx, svc, metav1.CreateOptions{})
 					g.Expect(err).NotTo(HaveOccurred(), "%s sets on create", who.name)
-					g.Expect(services.edit(ctx, name, func(s *corev1.Service) { f.set(s, f.second) })).To(Succeed(), "%s changes", who.name)
-					if f.annotation != "" {
-						g.Expect(services.editStatus(ctx, name, func(s *corev1.Service) { f.set(s, f.first) })).To(Succeed(), "%s changes through status", who.name)
+					g.Expect(services.edit(ctx, name, func(s *corev1.Service) { f.Set(s, f.Second) })).To(Succeed(), "%s changes", who.name)
+					if f.Annotation != "" {
+						g.Expect(services.editStatus(ctx, name, func(s *corev1.Service) { f.Set(s, f.First) })).To(Succeed(), "%s changes through status", who.name)
 					}
-					g.Expect(services.edit(ctx, name, func(s *corev1.Service) { f.unset(s) })).To(Succeed(), "%s removes", who.name)
-					g.Expect(services.edit(ctx, name, func(s *corev1.Service) { f.set(s, f.first) })).To(Succeed(), "%s sets on update", who.name)
+					g.Expect(services.edit(ctx, name, func(s *corev1.Service) { f.Unset(s) })).To(Succeed(), "%s removes", who.name)
+					g.Expect(services.edit(ctx, name, func(s *corev1.Service) { f.Set(s, f.First) })).To(Succeed(), "%s sets on update", who.name)
 					g.Expect(who.policyWarnings()).To(BeEmpty())
 				}
 			})
@@ -328,43 +260,43 @@ func TestServicePins_EnforcedByKubeAPIServer(t *testing.T) {
 		g := NewWithT(t)
 		services := typedServices{tenant.cs.CoreV1().Services(plainNamespace)}
 		svc := loadBalancer(plainNamespace, "free")
-		for _, f := range reservedFields {
-			f.set(svc, f.first)
+		for _, f := range policytest.ReservedFields {
+			f.Set(svc, f.First)
 		}
 		_, err := services.Create(ctx, svc, metav1.CreateOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(services.edit(ctx, "free", func(s *corev1.Service) {
-			for _, f := range reservedFields {
-				f.set(s, f.second)
+			for _, f := range policytest.ReservedFields {
+				f.Set(s, f.Second)
 			}
 		})).To(Succeed())
 		// A status write changes annotations: why the policy matches
 		// services/status too.
 		g.Expect(services.editStatus(ctx, "free", func(s *corev1.Service) {
-			for _, f := range reservedFields[:7] {
-				f.set(s, f.first)
+			for _, f := range policytest.ReservedFields[:7] {
+				f.Set(s, f.First)
 			}
 		})).To(Succeed())
 		stored, err := services.Get(ctx, "free", metav1.GetOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(stored.Annotations).To(HaveKeyWithValue(reservedFields[1].annotation, reservedFields[1].first))
+		g.Expect(stored.Annotations).To(HaveKeyWithValue(policytest.ReservedFields[1].Annotation, policytest.ReservedFields[1].First))
 		g.Expect(services.edit(ctx, "free", func(s *corev1.Service) {
-			for _, f := range reservedFields {
-				f.unset(s)
+			for _, f := range policytest.ReservedFields {
+				f.Unset(s)
 			}
 		})).To(Succeed())
 	})
 
 	t.Run("a user added to the params may pin without the policy changing", func(t *testing.T) {
 		g := NewWithT(t)
-		g.Expect(probe(opsBot)).To(MatchError(denial("probe", reservedFields[1].path)))
+		g.Expect(probe(opsBot)).To(MatchError(policytest.PinsDenial("probe", policytest.ReservedFields[1].Path)))
 		params, err := admin.cs.CoreV1().ConfigMaps(pins.Params.Namespace).Get(ctx, pins.Params.Name, metav1.GetOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
 		params.Data["allowedUsernames"] += "ops-bot\n"
 		_, err = admin.cs.CoreV1().ConfigMaps(pins.Params.Namespace).Update(ctx, params, metav1.UpdateOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Eventually(func() error { return probe(opsBot) }).Should(Succeed())
-		g.Expect(probe(tenant)).To(MatchError(denial("probe", reservedFields[1].path)))
+		g.Expect(probe(tenant)).To(MatchError(policytest.PinsDenial("probe", policytest.ReservedFields[1].Path)))
 	})
 
 	t.Run("with validationActions [Warn, Audit] a tenant's write is admitted with a warning", func(t *testing.T) {
@@ -377,15 +309,15 @@ func TestServicePins_EnforcedByKubeAPIServer(t *testing.T) {
 		g.Eventually(func() error { return probe(tenant) }).Should(Succeed())
 		tenant.warnings.Take()
 
-		f := reservedFields[0]
+		f := policytest.ReservedFields[0]
 		services := typedServices{tenant.cs.CoreV1().Services(hostNamespace)}
-		g.Expect(services.edit(ctx, "tenant-0", func(s *corev1.Service) { f.set(s, "198.51.100.99") })).To(Succeed())
-		message := strings.TrimPrefix(denial("tenant-0", f.path), `services "tenant-0" is forbidden: ValidatingAdmissionPolicy 'metallb-iad-service-pins' with binding 'metallb-iad-service-pins' denied request: `)
+		g.Expect(services.edit(ctx, "tenant-0", func(s *corev1.Service) { f.Set(s, "198.51.100.99") })).To(Succeed())
+		message := policytest.PinsMessage(f.Path)
 		g.Expect(tenant.warnings.Take()).To(ConsistOf(
-			"Validation failed for ValidatingAdmissionPolicy 'metallb-iad-service-pins' with binding 'metallb-iad-service-pins': " + message))
+			policytest.Warned(policytest.ServicePins) + message))
 		stored, err := services.Get(ctx, "tenant-0", metav1.GetOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(stored.Annotations).To(HaveKeyWithValue(f.annotation, "198.51.100.99"))
+		g.Expect(stored.Annotations).To(HaveKeyWithValue(f.Annotation, "198.51.100.99"))
 
 		// A write touching no reserved field draws no warning.
 		g.Expect(services.edit(ctx, "tenant-0", func(s *corev1.Service) { s.Labels["tier"] = "backend" })).To(Succeed())

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,12 +16,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -73,9 +68,7 @@ func start(t *testing.T) *world {
 
 	w := &world{cp: cp}
 	as := func(user string, groups ...string) client.Client {
-		cfg := rest.CopyConfig(cp.Config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
-		c, err := client.New(cfg, client.Options{Scheme: scheme})
+		c, err := client.New(controlplane.Impersonating(cp.Config, user, groups...), client.Options{Scheme: scheme})
 		g.Expect(err).NotTo(HaveOccurred())
 		return c
 	}
@@ -85,9 +78,7 @@ func start(t *testing.T) *world {
 	w.driver = as(driverUser, "system:masters")
 	w.tenant = as(tenantUser, "system:masters")
 
-	coreCfg := rest.CopyConfig(cp.Config)
-	coreCfg.Impersonate = rest.ImpersonationConfig{UserName: coreUser, Groups: []string{"system:masters", "system:authenticated"}}
-	w.stopManager = runCore(t, coreCfg, wh)
+	w.stopManager = runCore(t, controlplane.Impersonating(cp.Config, coreUser, "system:masters"), wh)
 	g.Expect(wh.Install(cp.Config)).To(Succeed())
 	t.Cleanup(func() { _ = wh.Uninstall(context.Background(), w.admin) })
 	return w
@@ -96,41 +87,20 @@ func start(t *testing.T) *world {
 // runCore runs the core with its webhook server, as cmd/manager does.
 func runCore(t *testing.T, cfg *rest.Config, wh *controlplane.Webhooks) func() {
 	t.Helper()
-	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Scheme: scheme, Cache: core.CacheOptions(core.Options{SourceAnnotations: metallb.BackendAnnotations}),
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
-		WebhookServer:          ctrlwebhook.NewServer(ctrlwebhook.Options{Host: wh.Host, Port: wh.Port, CertDir: wh.CertDir}),
+	opts := core.Options{ClaimWorkers: 2, AddressWorkers: 2, ClassWorkers: 1, AutoClaimWorkers: 1, SourceAnnotations: metallb.BackendAnnotations}
+	var server ctrlwebhook.Server
+	stop := controlplane.RunManager(t, cfg, controlplane.ManagerOptions{
+		Options: manager.Options{Scheme: scheme, Cache: core.CacheOptions(opts),
+			WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: wh.Host, Port: wh.Port, CertDir: wh.CertDir})},
+		Setup: func(ctx context.Context, mgr manager.Manager) error {
+			webhook.Setup(mgr, webhook.Principals{Core: []string{coreUser}, Drivers: []string{driverUser},
+				Scopes: map[string][]string{driverUser: {driverProvisioner}}, AdminGroups: []string{"system:masters"}})
+			server = mgr.GetWebhookServer()
+			return core.Setup(ctx, mgr, opts)
+		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := core.Setup(ctx, mgr, core.Options{ClaimWorkers: 2, AddressWorkers: 2, ClassWorkers: 1, AutoClaimWorkers: 1, SourceAnnotations: metallb.BackendAnnotations}); err != nil {
-		t.Fatal(err)
-	}
-	webhook.Setup(mgr, webhook.Principals{Core: []string{coreUser}, Drivers: []string{driverUser},
-		Scopes: map[string][]string{driverUser: {driverProvisioner}}, AdminGroups: []string{"system:masters"}})
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	stop := sync.OnceFunc(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("manager returned: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("manager did not stop")
-		}
-	})
-	t.Cleanup(stop)
-	if !mgr.GetCache().WaitForCacheSync(ctx) {
-		t.Fatal("cache did not sync")
-	}
 	g := NewWithT(t)
-	g.Eventually(func() error { return mgr.GetWebhookServer().StartedChecker()(nil) }).WithTimeout(30 * time.Second).Should(Succeed())
+	g.Eventually(func() error { return server.StartedChecker()(nil) }).WithTimeout(30 * time.Second).Should(Succeed())
 	return stop
 }
 
@@ -209,8 +179,7 @@ func TestWebhooks(t *testing.T) {
 	t.Run("a tenant's provisioner stamp on a new claim is removed with a warning, and the core stamps the claim", func(t *testing.T) {
 		g := NewWithT(t)
 		warned := &controlplane.Warnings{}
-		cfg := rest.CopyConfig(w.cp.Config)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: tenantUser, Groups: []string{"system:masters", "system:authenticated"}}
+		cfg := controlplane.Impersonating(w.cp.Config, tenantUser, "system:masters")
 		cfg.WarningHandler = warned
 		tenant, err := client.New(cfg, client.Options{Scheme: scheme})
 		g.Expect(err).NotTo(HaveOccurred())

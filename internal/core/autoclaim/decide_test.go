@@ -70,7 +70,7 @@ func TestDecide(t *testing.T) {
 		{"10-1 auto-claim: true is no opt-out", newService(annotated(v1alpha1.AnnotationAutoClaim, "true")), public, nil, created},
 		{"10-1 another implementation's loadBalancerClass", newService(func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("other.example.com/lb") }), public, nil, outcome{}},
 		{"10-1 asks for a loadBalancerIP", newService(func(s *corev1.Service) { s.Spec.LoadBalancerIP = "203.0.113.7" }), public, nil, outcome{}},
-		{"10-1 already has an address", newService(func(s *corev1.Service) {
+		{"10-2 already has an address", newService(func(s *corev1.Service) {
 			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.7"}}
 		}), public, nil, outcome{}},
 		{"10-3 the ip-address-class annotation wins and opts in alone", newService(annotated(v1alpha1.AnnotationIPAddressClass, "private")),

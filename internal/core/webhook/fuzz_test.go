@@ -18,7 +18,7 @@ import (
 
 // fuzzAddress builds an address from fuzzed parts; bits of shape choose
 // the optional parts: 1 a claimRef, 2 associatedTo, 4 a Bound condition,
-// 8 a Held condition, 16 the source providerRef instead of fromClass.
+// 8 an InBackend condition, 16 the source providerRef instead of fromClass.
 func fuzzAddress(addr, name, phase, ns, claim, uid string, shape uint8) *v1alpha1.IPAddress {
 	a := newAddress(ip(addr, name), addrPhase(v1alpha1.AddressPhase(phase)))
 	if shape&1 != 0 {
@@ -31,7 +31,7 @@ func fuzzAddress(addr, name, phase, ns, claim, uid string, shape uint8) *v1alpha
 		coreBound(a)
 	}
 	if shape&8 != 0 {
-		cond(v1alpha1.ConditionHeld, "False")(a)
+		cond(v1alpha1.ConditionInBackend, "False")(a)
 	}
 	if shape&16 != 0 {
 		a.Spec.Source = v1alpha1.AddressSource{ProviderRef: &v1alpha1.ProviderReference{ID: uid}}

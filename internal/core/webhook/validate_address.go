@@ -148,7 +148,7 @@ func driverPhase(ph v1alpha1.AddressPhase) bool {
 
 // validateConditionsUpdate judges each condition that was added, removed or
 // changed, by type. The list is a map keyed by type, so an error's path names
-// the type (conditions[Held]) rather than an index that differs between the
+// the type (conditions[InBackend]) rather than an index that differs between the
 // old and the new list.
 func validateConditionsUpdate(o, n []metav1.Condition, u authenticationv1.UserInfo, p Principals, fldPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
@@ -160,7 +160,7 @@ func validateConditionsUpdate(o, n []metav1.Condition, u authenticationv1.UserIn
 			errs = append(errs, forbiddenUnless(p.IsCore(u), fldPath.Key(t), msgCoreBound)...)
 			continue
 		}
-		// Conflict and Held go with the driver's phases; any other type can
+		// Conflict and InBackend go with the driver's phases; any other type can
 		// only be a driver's, as the core writes Bound alone.
 		errs = append(errs, forbiddenUnless(p.IsDriver(u), fldPath.Key(t), fmt.Sprintf(msgDriverCondition, t))...)
 	}

@@ -131,7 +131,7 @@ func TestValidateAddressUpdate(t *testing.T) {
 			newAddress(bound, func(a *v1alpha1.IPAddress) { a.Labels = map[string]string{"team": "a"} }), nil},
 
 		{"the core can bind an unbound address", core, newAddress(), newAddress(bound), nil},
-		{"a driver cannot bind an existing address", driver, newAddress(), newAddress(preBound), bind},
+		{"7-3 a driver cannot bind an existing address", driver, newAddress(), newAddress(preBound), bind},
 		{"an admin cannot bind an existing address", admin, newAddress(), newAddress(preBound), bind},
 		{"a tenant cannot bind an address", tenant, newAddress(), newAddress(bound), bind},
 
@@ -173,12 +173,12 @@ func TestValidateAddressUpdate(t *testing.T) {
 func TestValidateAddressStatusUpdate(t *testing.T) {
 	phase, assoc, conds := statusPath.Child("phase"), statusPath.Child("associatedTo"), statusPath.Child("conditions")
 	var (
-		corePhase   = field.ErrorList{field.Forbidden(phase, msgCorePhase)}
-		driverPhase = field.ErrorList{field.Forbidden(phase, msgDriverPhase)}
-		notAssoc    = field.ErrorList{field.Forbidden(assoc, msgAssociated)}
-		notHolding  = field.ErrorList{field.Forbidden(statusPath.Child("holding"), msgHolding)}
-		notBound    = field.ErrorList{field.Forbidden(conds.Key("Bound"), msgCoreBound)}
-		notHeld     = field.ErrorList{field.Forbidden(conds.Key("Held"), "only a driver writes the Held condition")}
+		corePhase    = field.ErrorList{field.Forbidden(phase, msgCorePhase)}
+		driverPhase  = field.ErrorList{field.Forbidden(phase, msgDriverPhase)}
+		notAssoc     = field.ErrorList{field.Forbidden(assoc, msgAssociated)}
+		notHolding   = field.ErrorList{field.Forbidden(statusPath.Child("holding"), msgHolding)}
+		notBound     = field.ErrorList{field.Forbidden(conds.Key("Bound"), msgCoreBound)}
+		notInBackend = field.ErrorList{field.Forbidden(conds.Key("InBackend"), "only a driver writes the InBackend condition")}
 	)
 	st := newAddress
 	var (
@@ -198,7 +198,7 @@ func TestValidateAddressStatusUpdate(t *testing.T) {
 		{"the core can make a Pending address Available", core, st(addrPhase(v1alpha1.AddressPending)), st(available), nil},
 		{"the core can set Bound with its condition", core, st(available), st(bound, coreBound), nil},
 		{"the core can set Released", core, st(bound, coreBound), st(released, cond(v1alpha1.ConditionBound, metav1.ConditionFalse)), nil},
-		{"a driver cannot set Bound", driver, st(available), st(bound), corePhase},
+		{"7-3 a driver cannot set Bound", driver, st(available), st(bound), corePhase},
 		{"an admin cannot set Released", admin, st(bound), st(released), corePhase},
 		{"a tenant cannot set Bound", tenant, st(available), st(bound), corePhase},
 		{"a tenant cannot clear the phase", tenant, st(bound), st(), corePhase},
@@ -229,22 +229,22 @@ func TestValidateAddressStatusUpdate(t *testing.T) {
 		{"a driver cannot remove the Bound condition", driver, st(bound, coreBound), st(bound), notBound},
 		{"a tenant cannot write the Bound condition", tenant, st(bound, coreBound), st(bound, cond(v1alpha1.ConditionBound, metav1.ConditionFalse)), notBound},
 		{"a driver can write Held and Conflict", driver, st(bound),
-			st(bound, cond(v1alpha1.ConditionHeld, metav1.ConditionTrue), cond(v1alpha1.ConditionConflict, metav1.ConditionFalse)), nil},
+			st(bound, cond(v1alpha1.ConditionInBackend, metav1.ConditionTrue), cond(v1alpha1.ConditionConflict, metav1.ConditionFalse)), nil},
 		{"a driver can add a condition of its own", driver, st(bound), st(bound, cond("Pinned", metav1.ConditionTrue)), nil},
-		{"the core cannot write the Held condition", core, st(bound), st(bound, cond(v1alpha1.ConditionHeld, metav1.ConditionTrue)), notHeld},
+		{"the core cannot write the InBackend condition", core, st(bound), st(bound, cond(v1alpha1.ConditionInBackend, metav1.ConditionTrue)), notInBackend},
 		{"the core cannot write a driver's own condition", core, st(bound), st(bound, cond("Pinned", metav1.ConditionTrue)),
 			field.ErrorList{field.Forbidden(conds.Key("Pinned"), "only a driver writes the Pinned condition")}},
 		{"an admin cannot remove the Conflict condition", admin, st(bound, cond(v1alpha1.ConditionConflict, metav1.ConditionFalse)), st(bound),
 			field.ErrorList{field.Forbidden(conds.Key("Conflict"), "only a driver writes the Conflict condition")}},
 
 		{"a driver setting Lost beside the core's Bound condition passes", driver,
-			st(bound, coreBound, associated("web")), st(lost, coreBound, cond(v1alpha1.ConditionHeld, metav1.ConditionFalse), associated("web")), nil},
+			st(bound, coreBound, associated("web")), st(lost, coreBound, cond(v1alpha1.ConditionInBackend, metav1.ConditionFalse), associated("web")), nil},
 		{"a write that leaves the status as it was passes for a tenant", tenant,
 			st(bound, coreBound, associated("web")), st(bound, coreBound, associated("web")), nil},
 		{"a tenant rewriting the status gets one error per field, conditions by type", tenant,
-			st(bound, coreBound, cond(v1alpha1.ConditionHeld, metav1.ConditionTrue)),
-			st(conflict, associated("web"), cond(v1alpha1.ConditionHeld, metav1.ConditionFalse)),
-			field.ErrorList{driverPhase[0], notAssoc[0], notBound[0], notHeld[0]}},
+			st(bound, coreBound, cond(v1alpha1.ConditionInBackend, metav1.ConditionTrue)),
+			st(conflict, associated("web"), cond(v1alpha1.ConditionInBackend, metav1.ConditionFalse)),
+			field.ErrorList{driverPhase[0], notAssoc[0], notBound[0], notInBackend[0]}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkErrors(t, ValidateAddressStatusUpdate(tc.old, tc.new, tc.u, principals, statusPath), tc.want)

@@ -48,7 +48,7 @@ const (
 	ReasonAddressReserved    = "AddressReserved"
 	ReasonPoolNotFound       = "PoolNotFound"
 	ReasonNotInPool          = "NotInPool"
-	ReasonHeld               = "Held"
+	ReasonInPool             = "InPool"
 	ReasonAssociated         = "Associated"
 	ReasonDisassociated      = "Disassociated"
 	ReasonClaimInUse         = "ClaimInUse"

@@ -103,7 +103,7 @@ import (
 
 // Addresses are read past the cache (get) before a step that lets go of a
 // holder, and before an address's pins are taken off as gone.
-// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses/status,verbs=update
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=list;watch
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=list;watch
@@ -114,13 +114,23 @@ import (
 // +kubebuilder:rbac:groups="",namespace=metallb-iad-system,resources=services,verbs=create;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// ClassBook is where a pass reads the driver's judgement of a class and
+// the pool covering an address, and maps class and pool events to the
+// addresses they concern: *metallb.Classes.
+type ClassBook interface {
+	Class(ctx context.Context, name string) (metallb.Class, *v1alpha1.IPAddressClass, error)
+	Covering(ctx context.Context, ip netip.Addr) (string, error)
+	ForClass(ctx context.Context, class client.Object, each func(context.Context, string) []reconcile.Request) []reconcile.Request
+	ForPool(ctx context.Context, pool client.Object, each func(context.Context, string) []reconcile.Request) []reconcile.Request
+}
+
 // Reconciler holds the driver's addresses in MetalLB's books.
 type Reconciler struct {
 	Client client.Client
 	// APIReader reads past the cache: whether a Service in the way of a
 	// placeholder is a stranger or the placeholder the cache has yet to show.
 	APIReader client.Reader
-	Classes   *metallb.Classes
+	Classes   ClassBook
 	Recorder  *recorder.Recorder
 	// Namespace is where placeholders live.
 	Namespace string
@@ -249,6 +259,32 @@ func (r *Reconciler) refresh(ctx context.Context, s *snapshot) error {
 	if live.UID != s.address.UID || live.ResourceVersion != s.address.ResourceVersion {
 		return errStale
 	}
+	svcs, err := r.liveServices(ctx, s)
+	if err != nil {
+		return err
+	}
+	s.holders = slices.DeleteFunc(slices.Clone(svcs), func(svc *corev1.Service) bool { return !metallb.Holds(svc, s.ip) })
+	s.requesters = slices.DeleteFunc(slices.Clone(svcs), func(svc *corev1.Service) bool { return !slices.Contains(metallb.RequestedIPs(svc), s.ip) })
+	s.candidates = slices.DeleteFunc(slices.Clone(svcs), func(svc *corev1.Service) bool {
+		return s.claim == nil || svc.Namespace != s.claim.Namespace || svc.Annotations[v1alpha1.AnnotationIPAddressClaim] != s.claim.Name
+	})
+	if s.pinned, err = pinnedOf(s.address, s.ip, func(key types.NamespacedName) (*corev1.Service, error) {
+		i := slices.IndexFunc(svcs, func(svc *corev1.Service) bool { return client.ObjectKeyFromObject(svc) == key })
+		if i < 0 {
+			return nil, nil
+		}
+		return svcs[i], nil
+	}, func() ([]*corev1.Service, error) {
+		return slices.DeleteFunc(slices.Clone(svcs), func(svc *corev1.Service) bool { return !pinnedWith(svc, s.ip) }), nil
+	}); err != nil {
+		return err
+	}
+	return r.refreshPlaceholders(ctx, s)
+}
+
+// liveServices reads from the API server every Service the snapshot knows
+// of and every one the holding record names; those gone are left out.
+func (r *Reconciler) liveServices(ctx context.Context, s *snapshot) ([]*corev1.Service, error) {
 	known := map[types.NamespacedName]bool{}
 	for _, list := range [][]*corev1.Service{s.holders, s.requesters, s.pinned, s.candidates} {
 		for _, svc := range list {
@@ -262,29 +298,18 @@ func (r *Reconciler) refresh(ctx context.Context, s *snapshot) error {
 	for _, key := range slices.SortedFunc(maps.Keys(known), func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) }) {
 		svc, err := r.live(ctx, key)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if svc != nil {
 			svcs = append(svcs, svc)
 		}
 	}
-	s.holders = slices.DeleteFunc(slices.Clone(svcs), func(svc *corev1.Service) bool { return !metallb.Holds(svc, s.ip) })
-	s.requesters = slices.DeleteFunc(slices.Clone(svcs), func(svc *corev1.Service) bool { return !slices.Contains(metallb.RequestedIPs(svc), s.ip) })
-	s.candidates = slices.DeleteFunc(slices.Clone(svcs), func(svc *corev1.Service) bool {
-		return s.claim == nil || svc.Namespace != s.claim.Namespace || svc.Annotations[v1alpha1.AnnotationIPAddressClaim] != s.claim.Name
-	})
-	var err error
-	if s.pinned, err = pinnedOf(s.address, s.ip, func(key types.NamespacedName) (*corev1.Service, error) {
-		i := slices.IndexFunc(svcs, func(svc *corev1.Service) bool { return client.ObjectKeyFromObject(svc) == key })
-		if i < 0 {
-			return nil, nil
-		}
-		return svcs[i], nil
-	}, func() ([]*corev1.Service, error) {
-		return slices.DeleteFunc(slices.Clone(svcs), func(svc *corev1.Service) bool { return !pinnedWith(svc, s.ip) }), nil
-	}); err != nil {
-		return err
-	}
+	return svcs, nil
+}
+
+// refreshPlaceholders replaces each placeholder of the snapshot with the
+// API server's, dropping one that is gone or another incarnation.
+func (r *Reconciler) refreshPlaceholders(ctx context.Context, s *snapshot) error {
 	for ip, ph := range s.placeholders {
 		svc, err := r.live(ctx, client.ObjectKeyFromObject(ph))
 		switch {

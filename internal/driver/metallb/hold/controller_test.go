@@ -53,7 +53,7 @@ func TestRefreshJudgesConflictOnTheAPIServer(t *testing.T) {
 	api := apiServer(t, svc(ns, "a"), placeholder, addr(v4, v1alpha1.AddressBound))
 	r := &Reconciler{APIReader: api}
 	// Let go of, recorded by nobody: the placeholder alone holds it.
-	s := snapshotOf(world{address: current(t, api, addr(v4, "")), strangers: []*corev1.Service{stale},
+	s := snapshotOf(t, world{address: current(t, api, addr(v4, "")), strangers: []*corev1.Service{stale},
 		placeholders: []*corev1.Service{placeholder}})
 
 	if got := summarize(s.address, decide(s)); got.phase != v1alpha1.AddressConflict {
@@ -83,7 +83,7 @@ func TestRefreshKeepsARecordedService(t *testing.T) {
 	api := apiServer(t, pinned, placeholder, addr(v4, v1alpha1.AddressBound, associated("s"), recordS))
 	r := &Reconciler{APIReader: api}
 	a := current(t, api, addr(v4, ""))
-	s := snapshotOf(world{address: a, claim: true, strangers: []*corev1.Service{stale}, placeholders: []*corev1.Service{placeholder}})
+	s := snapshotOf(t, world{address: a, claim: true, strangers: []*corev1.Service{stale}, placeholders: []*corev1.Service{placeholder}})
 
 	drops := func(p plan) bool { return p.status != nil && gains(p.status.Holding, a.Status.Holding) }
 	p := decide(s)
@@ -109,7 +109,7 @@ func TestRefreshWaitsForTheAddress(t *testing.T) {
 	placeholder := ph(v4, key, holding(v4))
 	api := apiServer(t, placeholder, addr(v4, v1alpha1.AddressBound))
 	r := &Reconciler{APIReader: api}
-	s := snapshotOf(world{address: old, placeholders: []*corev1.Service{placeholder}})
+	s := snapshotOf(t, world{address: old, placeholders: []*corev1.Service{placeholder}})
 	if p := decide(s); len(p.remove) == 0 || !unsure(old, p) {
 		t.Fatalf("on the stale cache the plan should delete the placeholder (the case refresh exists for): %+v", summarize(old, p))
 	}
@@ -182,7 +182,7 @@ func TestRefreshKeepsTheOnlyHolder(t *testing.T) {
 	api := apiServer(t, svc(ns, "a"), placeholder, addr(v4, v1alpha1.AddressBound, associated("a"), recordA))
 	r := &Reconciler{APIReader: api}
 	a := current(t, api, addr(v4, ""))
-	s := snapshotOf(world{address: a, claim: true, services: []*corev1.Service{stale}, placeholders: []*corev1.Service{placeholder}})
+	s := snapshotOf(t, world{address: a, claim: true, services: []*corev1.Service{stale}, placeholders: []*corev1.Service{placeholder}})
 	if p := decide(s); len(p.remove) == 0 || !unsure(a, p) {
 		t.Fatalf("on the stale cache the plan should delete the placeholder (the case refresh exists for): %+v", summarize(a, p))
 	}

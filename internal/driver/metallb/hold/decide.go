@@ -99,7 +99,7 @@ func decide(s snapshot) plan {
 	if w != nil {
 		attach(s, w, &p)
 	} else {
-		hold(s, &p)
+		keepOnPlaceholder(s, &p)
 	}
 	keepShares(s, w, &p)
 	status(s, w, &p)
@@ -134,7 +134,7 @@ func teardown(s snapshot, p *plan) {
 		return
 	}
 	if len(s.pinned) > 0 {
-		hold(s, p)
+		keepOnPlaceholder(s, p)
 		return
 	}
 	if ph := s.placeholders[s.ip]; ph != nil {
@@ -159,34 +159,10 @@ func workload(s snapshot, p *plan) *corev1.Service {
 	if s.claim == nil || !slices.ContainsFunc(claimed(s), func(a *v1alpha1.IPAddress) bool { return a.Name == s.address.Name }) {
 		return nil // no claim, or not its address of the family
 	}
-	var cands []*corev1.Service
-	for _, svc := range s.candidates {
-		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil || svc.DeletionTimestamp != nil {
-			continue
-		}
-		if other := othersPinned(s, svc); len(other) > 0 {
-			p.events = append(p.events, recorder.WarningOnce(svc, metallb.ReasonClaimInUse,
-				"Service still holds %s of another claim; the addresses of IPAddressClaim %s are attached once they are back on their placeholders",
-				metallb.FormatIPs(other), s.claim.Name))
-			continue
-		}
-		cands = append(cands, svc)
-	}
+	cands := attachable(s, p)
 	if len(cands) == 0 {
 		return nil
 	}
-	slices.SortFunc(cands, func(a, b *corev1.Service) int {
-		if pa, pb := pinnedWith(a, s.ip), pinnedWith(b, s.ip); pa != pb {
-			if pa {
-				return -1
-			}
-			return 1
-		}
-		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
 	for _, other := range cands[1:] {
 		p.events = append(p.events, recorder.WarningOnce(other, metallb.ReasonClaimInUse,
 			"IPAddressClaim %s is attached to Service %s; a claim serves one Service at a time", s.claim.Name, cands[0].Name))
@@ -218,6 +194,37 @@ func workload(s snapshot, p *plan) *corev1.Service {
 	return cands[0]
 }
 
+// attachable are the LoadBalancer Services naming the claim that the
+// address may go to, the driver's current one first, then by age.
+func attachable(s snapshot, p *plan) []*corev1.Service {
+	var cands []*corev1.Service
+	for _, svc := range s.candidates {
+		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil || svc.DeletionTimestamp != nil {
+			continue
+		}
+		if other := othersPinned(s, svc); len(other) > 0 {
+			p.events = append(p.events, recorder.WarningOnce(svc, metallb.ReasonClaimInUse,
+				"Service still holds %s of another claim; the addresses of IPAddressClaim %s are attached once they are back on their placeholders",
+				metallb.FormatIPs(other), s.claim.Name))
+			continue
+		}
+		cands = append(cands, svc)
+	}
+	slices.SortFunc(cands, func(a, b *corev1.Service) int {
+		if pa, pb := pinnedWith(a, s.ip), pinnedWith(b, s.ip); pa != pb {
+			if pa {
+				return -1
+			}
+			return 1
+		}
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return cands
+}
+
 // unclaimedFamilies are the families of svc that claim requests no
 // address of.
 func unclaimedFamilies(claim *v1alpha1.IPAddressClaim, svc *corev1.Service) []string {
@@ -239,17 +246,6 @@ func coversFamilies(s snapshot, svc *corev1.Service) bool {
 		}
 	}
 	return true
-}
-
-// pinnedWith reports whether the driver's marker on svc names ip.
-func pinnedWith(svc *corev1.Service, ip netip.Addr) bool {
-	return slices.Contains(marker(svc), ip)
-}
-
-// marker are the addresses the driver's marker on svc names: every address
-// it pinned there and has not let go of, the pin withdrawn or not.
-func marker(svc *corev1.Service) []netip.Addr {
-	return metallb.ParseIPs(svc.Annotations[metallb.AnnotationPinned])
 }
 
 // stillReserved reports whether the driver still holds address a: it is
@@ -284,9 +280,9 @@ func family(ip netip.Addr) corev1.IPFamily {
 	return corev1.IPv4Protocol
 }
 
-// want is the pin workload w carries: the claim's address of each family
+// pinFor is the pin workload w carries: the claim's address of each family
 // w has (claimed).
-func want(s snapshot, w *corev1.Service) string {
+func pinFor(s snapshot, w *corev1.Service) string {
 	var ips []netip.Addr
 	for _, a := range claimed(s) {
 		if ip, err := netip.ParseAddr(a.Spec.Address); err == nil && carries(w, ip) {
@@ -331,12 +327,12 @@ func claimed(s snapshot) []*v1alpha1.IPAddress {
 // common, another backend) goes through the placeholder: the old Service
 // hands it back first, as in a detach, and w is pinned once it has.
 func attach(s snapshot, w *corev1.Service, p *plan) {
-	key, pins := sharingKey(s.claim.UID), want(s, w)
+	key, pins := sharingKey(s.claim.UID), pinFor(s, w)
 	ph := s.placeholders[s.ip]
 	if previous := exclusive(s, w, key); len(previous) > 0 && !metallb.Holds(w, s.ip) {
 		back := s
 		back.pinned = previous
-		hold(back, p)
+		keepOnPlaceholder(back, p)
 		return
 	}
 	if metallb.Holds(w, s.ip) {
@@ -345,7 +341,7 @@ func attach(s snapshot, w *corev1.Service, p *plan) {
 		}
 		for _, old := range s.pinned {
 			if old.UID != w.UID {
-				p.letGo(old)
+				p.unpin(old)
 			}
 		}
 		if !pinnedAs(w, pins, key) && readyToPin(s, w, pins, key) {
@@ -385,20 +381,14 @@ func readyToPin(s snapshot, w *corev1.Service, pins, key string) bool {
 	return true
 }
 
-// hold keeps the address on its placeholder. A Service the driver pinned
+// keepOnPlaceholder keeps the address on its placeholder. A Service the driver pinned
 // earlier keeps the address until the placeholder shares it; only then is
 // the pin withdrawn. The placeholder keeps its claim's key (placeholderKey)
 // and changes it only while it alone holds the address.
-func hold(s snapshot, p *plan) {
+func keepOnPlaceholder(s snapshot, p *plan) {
 	ph := s.placeholders[s.ip]
 	if len(s.pinned) == 0 {
-		want := placeholder(s.address, s.ip, s.pool(), s.namespace, placeholderKey(s, ph), nil)
-		switch {
-		case ph == nil:
-			p.create = append(p.create, want)
-		case !samePlaceholder(ph, want) && soleHolder(s, ph):
-			p.edit(ph, updatedPlaceholder(ph, want))
-		}
+		restOnPlaceholder(s, ph, p)
 		return
 	}
 	var active []*corev1.Service
@@ -408,29 +398,53 @@ func hold(s snapshot, p *plan) {
 		}
 	}
 	if len(active) == 0 {
-		// Every pin is withdrawn: MetalLB is taking the address back.
-		if ph == nil {
-			p.create = append(p.create, placeholder(s.address, s.ip, s.pool(), s.namespace, placeholderKey(s, nil), nil))
-		}
-		if o := refusedFor(s, ph); o != nil {
-			// MetalLB gave o the address back and refused the placeholder
-			// (it restarted between the withdrawal and the move, and took
-			// the Services in another order): o shares it again under the
-			// placeholder's key, and lets go again once the placeholder
-			// holds it too.
-			if metallb.SharingKey(o) != metallb.SharingKey(ph) {
-				p.edit(o, reshared(o, metallb.SharingKey(ph)))
-			}
-			return
-		}
-		for _, o := range s.pinned {
-			if safeToUnpin(s, o) {
-				p.letGo(o)
-			}
+		takeBack(s, ph, p) // every pin is withdrawn: MetalLB is taking the address back
+		return
+	}
+	shareBack(s, ph, active[0], p)
+}
+
+// restOnPlaceholder: no Service the driver pinned holds the address; the
+// placeholder is created, or brought up to date while it alone holds it.
+func restOnPlaceholder(s snapshot, ph *corev1.Service, p *plan) {
+	want := placeholder(s.address, s.ip, s.pool(), s.namespace, placeholderKey(s, ph), nil)
+	switch {
+	case ph == nil:
+		p.create = append(p.create, want)
+	case !samePlaceholder(ph, want) && soleHolder(s, ph):
+		p.edit(ph, updatedPlaceholder(ph, want))
+	}
+}
+
+// takeBack: every pin is withdrawn and MetalLB is moving the address back
+// to the placeholder; each pinned Service is unpinned once that is safe.
+func takeBack(s snapshot, ph *corev1.Service, p *plan) {
+	if ph == nil {
+		p.create = append(p.create, placeholder(s.address, s.ip, s.pool(), s.namespace, placeholderKey(s, nil), nil))
+	}
+	if o := refusedFor(s, ph); o != nil {
+		// MetalLB gave o the address back and refused the placeholder
+		// (it restarted between the withdrawal and the move, and took
+		// the Services in another order): o shares it again under the
+		// placeholder's key, and lets go again once the placeholder
+		// holds it too.
+		if metallb.SharingKey(o) != metallb.SharingKey(ph) {
+			p.edit(o, reshared(o, metallb.SharingKey(ph)))
 		}
 		return
 	}
-	old, key := active[0], placeholderKey(s, ph)
+	for _, o := range s.pinned {
+		if safeToUnpin(s, o) {
+			p.unpin(o)
+		}
+	}
+}
+
+// shareBack: old, a Service the driver pinned, still carries its pin; the
+// placeholder first shares the address with it under the claim's key, and
+// only then are the pins withdrawn.
+func shareBack(s snapshot, ph, old *corev1.Service, p *plan) {
+	key := placeholderKey(s, ph)
 	if key == "" {
 		key = metallb.SharingKey(old)
 	}
@@ -448,9 +462,9 @@ func hold(s snapshot, p *plan) {
 	case !shares(ph, old, key):
 		p.edit(ph, updatedPlaceholder(ph, want))
 	default:
-		for _, old := range s.pinned {
-			if safeToUnpin(s, old) {
-				p.letGo(old)
+		for _, o := range s.pinned {
+			if safeToUnpin(s, o) {
+				p.unpin(o)
 			}
 		}
 	}
@@ -471,9 +485,9 @@ func refusedFor(s snapshot, ph *corev1.Service) *corev1.Service {
 	return nil
 }
 
-// letGo plans the next step of taking the driver's pin off old, if any.
-func (p *plan) letGo(old *corev1.Service) {
-	if svc := letGo(old); svc != nil {
+// unpin plans the next step of taking the driver's pin off old, if any.
+func (p *plan) unpin(old *corev1.Service) {
+	if svc := unpinStep(old); svc != nil {
 		p.edit(old, svc)
 	}
 }
@@ -536,7 +550,7 @@ func status(s snapshot, w *corev1.Service, p *plan) {
 	lostReason, lostMessage := lost(s)
 	switch {
 	case lostReason != "":
-		binding.SetCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionHeld, Status: metav1.ConditionFalse, Reason: lostReason, Message: lostMessage}, s.now)
+		binding.SetCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionInBackend, Status: metav1.ConditionFalse, Reason: lostReason, Message: lostMessage}, s.now)
 		if st.Phase != v1alpha1.AddressLost {
 			p.events = append(p.events, recorder.WarningOnce(a, v1alpha1.ReasonLost, "%s", lostMessage))
 		}
@@ -715,9 +729,9 @@ func gains(before, after *v1alpha1.Holding) bool {
 // phase goes back to the one the core last recorded in its Bound condition.
 func restore(s snapshot, st *v1alpha1.IPAddressStatus, p *plan) {
 	a := s.address
-	if meta.IsStatusConditionFalse(st.Conditions, v1alpha1.ConditionHeld) {
-		binding.SetCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionHeld, Status: metav1.ConditionTrue, Reason: metallb.ReasonHeld, Message: "the pool holds the address again"}, s.now)
-		p.events = append(p.events, recorder.Normal(a, metallb.ReasonHeld, "%s is held in MetalLB's books again", s.ip))
+	if meta.IsStatusConditionFalse(st.Conditions, v1alpha1.ConditionInBackend) {
+		binding.SetCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionInBackend, Status: metav1.ConditionTrue, Reason: metallb.ReasonInPool, Message: "the pool holds the address again"}, s.now)
+		p.events = append(p.events, recorder.Normal(a, metallb.ReasonInPool, "%s is held in MetalLB's books again", s.ip))
 	}
 	if meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionConflict) {
 		binding.SetCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionConflict, Status: metav1.ConditionFalse, Reason: metallb.ReasonConflictResolved, Message: "no unauthorized Service holds the address"}, s.now)

@@ -1,6 +1,7 @@
 package hold
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -9,16 +10,18 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"go4.org/netipx"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/binding"
 	"github.com/cozystack/address-controller/internal/driver/metallb"
+	"github.com/cozystack/address-controller/internal/driver/metallb/metallbtest"
+	"github.com/cozystack/address-controller/internal/fakeapi"
 )
 
 const (
@@ -110,16 +113,7 @@ func ph(ip, sharing string, mods ...func(*corev1.Service)) *corev1.Service {
 	return s
 }
 
-func pool(ranges ...string) metallb.Class {
-	var b netipx.IPSetBuilder
-	for _, r := range ranges {
-		b.AddPrefix(netip.MustParsePrefix(r))
-	}
-	set, _ := b.IPSet()
-	return metallb.Class{Name: "public", PoolName: "public", PoolFound: true, Ranges: set}
-}
-
-var inPool = pool("203.0.113.0/24", "2001:db8::/64")
+var inPool = metallbtest.Class("203.0.113.0/24", "2001:db8::/64")
 
 type world struct {
 	address *v1alpha1.IPAddress
@@ -140,59 +134,78 @@ type world struct {
 	strangers []*corev1.Service
 }
 
-// snapshotOf builds the snapshot the reconciler would gather.
-func snapshotOf(w world) snapshot {
-	ip := netip.MustParseAddr(w.address.Spec.Address)
-	s := snapshot{address: w.address, ip: ip, class: inPool, namespace: "metallb-iad-system", now: now,
-		placeholders: map[netip.Addr]*corev1.Service{}, reserved: map[netip.Addr]bool{}}
-	if w.class != nil {
-		s.class = *w.class
+// snapshotOf is the snapshot the reconciler gathers from the world: the
+// real gather over a fake API server holding the world's objects, the
+// class judged as the world says (a ClassBook of its own).
+func snapshotOf(t *testing.T, w world) snapshot {
+	t.Helper()
+	objs := []client.Object{w.address}
+	for _, a := range w.siblings {
+		objs = append(objs, a)
 	}
-	if s.class.Ranges != nil && s.class.Ranges.Contains(ip) {
-		s.covering = s.class.PoolName
-	}
-	if w.covering != "" {
-		s.covering = w.covering
+	for _, x := range slices.Concat(w.services, w.placeholders, w.strangers) {
+		objs = append(objs, x)
 	}
 	if w.claim {
-		s.claim = &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: claimID}, Spec: v1alpha1.IPAddressClaimSpec{Family: w.family}}
+		c := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: claimID}, Spec: v1alpha1.IPAddressClaimSpec{Family: w.family}}
 		for _, ip := range w.reported {
 			name, _ := v1alpha1.IPAddressName(ip)
-			s.claim.Status.Addresses = append(s.claim.Status.Addresses, v1alpha1.ClaimedAddress{Name: name, Address: ip})
+			c.Status.Addresses = append(c.Status.Addresses, v1alpha1.ClaimedAddress{Name: name, Address: ip})
 		}
-		s.siblings = append([]*v1alpha1.IPAddress{w.address}, w.siblings...)
+		objs = append(objs, c)
 	}
-	for _, p := range w.placeholders {
-		s.placeholders[netip.MustParseAddr(p.Annotations[metallb.AnnotationLoadBalancerIPs])] = p
+	book := judged{class: inPool}
+	if w.class != nil {
+		book.class = *w.class
 	}
-	for _, a := range append([]*v1alpha1.IPAddress{w.address}, w.siblings...) {
-		s.reserved[netip.MustParseAddr(a.Spec.Address)] = stillReserved(a)
+	if ip := netip.MustParseAddr(w.address.Spec.Address); book.class.Ranges != nil && book.class.Ranges.Contains(ip) {
+		book.covering = book.class.PoolName
 	}
-	for _, x := range append(append([]*corev1.Service{}, w.services...), w.placeholders...) {
-		if metallb.Holds(x, ip) {
-			s.holders = append(s.holders, x)
-		}
-		if w.claim && x.Annotations[v1alpha1.AnnotationIPAddressClaim] == "web" && x.Namespace == ns {
-			s.candidates = append(s.candidates, x)
-		}
-		if slices.Contains(metallb.RequestedIPs(x), ip) {
-			s.requesters = append(s.requesters, x)
-		}
-		for _, p := range marker(x) {
-			if p == ip {
-				s.pinned = append(s.pinned, x)
-			}
+	if w.covering != "" {
+		book.covering = w.covering
+	}
+	return gather(t, objs, w.address, book)
+}
+
+// gather runs the reconciler's gather for address over a fake API server
+// holding objs (copied; an object being deleted keeps a finalizer, as the
+// API server would otherwise have removed it).
+func gather(t *testing.T, objs []client.Object, address *v1alpha1.IPAddress, book ClassBook) snapshot {
+	t.Helper()
+	for i, o := range objs {
+		objs[i] = o.DeepCopyObject().(client.Object)
+		objs[i].SetResourceVersion("")
+		if objs[i].GetDeletionTimestamp() != nil && len(objs[i].GetFinalizers()) == 0 {
+			objs[i].SetFinalizers([]string{"example.com/keep"})
 		}
 	}
-	for _, x := range w.strangers {
-		if metallb.Holds(x, ip) {
-			s.holders = append(s.holders, x)
-		}
-		if slices.Contains(metallb.RequestedIPs(x), ip) {
-			s.requesters = append(s.requesters, x)
-		}
+	api := fakeapi.New(t, objs, metallb.SetupIndexes)
+	r := &Reconciler{Client: api, Classes: book, Namespace: "metallb-iad-system", Now: func() time.Time { return now }}
+	s, held, err := r.gather(context.Background(), current(t, api, address.DeepCopy()))
+	if err != nil || !held {
+		t.Fatalf("gather: held %v, %v", held, err)
 	}
 	return s
+}
+
+// judged is a ClassBook that judges every class as the world says.
+type judged struct {
+	class    metallb.Class
+	covering string
+}
+
+func (j judged) Class(context.Context, string) (metallb.Class, *v1alpha1.IPAddressClass, error) {
+	return j.class, &v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: j.class.Name}, Spec: v1alpha1.IPAddressClassSpec{Provisioner: metallb.Provisioner}}, nil
+}
+
+func (j judged) Covering(context.Context, netip.Addr) (string, error) { return j.covering, nil }
+
+func (judged) ForClass(context.Context, client.Object, func(context.Context, string) []reconcile.Request) []reconcile.Request {
+	return nil
+}
+
+func (judged) ForPool(context.Context, client.Object, func(context.Context, string) []reconcile.Request) []reconcile.Request {
+	return nil
 }
 
 // --- summary ---
@@ -241,7 +254,7 @@ func summarize(a *v1alpha1.IPAddress, p plan) outcome {
 	if st.AssociatedTo != nil {
 		o.associatedTo = st.AssociatedTo.Namespace + "/" + st.AssociatedTo.Name
 	}
-	for _, t := range []string{v1alpha1.ConditionConflict, v1alpha1.ConditionHeld} {
+	for _, t := range []string{v1alpha1.ConditionConflict, v1alpha1.ConditionInBackend} {
 		if c := meta.FindStatusCondition(st.Conditions, t); c != nil {
 			o.conditions = append(o.conditions, fmt.Sprintf("%s=%s %s", c.Type, c.Status, c.Reason))
 		}
@@ -268,6 +281,12 @@ func associated(name string) func(*v1alpha1.IPAddress) {
 }
 
 func noFinalizer(a *v1alpha1.IPAddress) { a.Finalizers = nil }
+
+// coreFinalizer: the core's protection, which keeps an address being
+// deleted in the API server once the driver's finalizer is gone.
+func coreFinalizer(a *v1alpha1.IPAddress) {
+	a.Finalizers = append(a.Finalizers, v1alpha1.FinalizerAddressProtection)
+}
 
 // recordedOn: the address's holding record names Service name as its workload.
 func recordedOn(name string) func(*v1alpha1.IPAddress) {
@@ -308,9 +327,9 @@ func TestDecide(t *testing.T) {
 		pinW  = "loadBalancerIPs=" + v4 + " pinned=" + v4 + " shared-ip=" + key + " finalizer"
 	)
 	conflict := metav1.Condition{Type: v1alpha1.ConditionConflict, Status: metav1.ConditionTrue, Reason: metallb.ReasonUnauthorizedHolder}
-	lost := metav1.Condition{Type: v1alpha1.ConditionHeld, Status: metav1.ConditionFalse, Reason: metallb.ReasonNotInPool}
+	lost := metav1.Condition{Type: v1alpha1.ConditionInBackend, Status: metav1.ConditionFalse, Reason: metallb.ReasonNotInPool}
 	gone := metallb.Class{Name: "public", PoolName: "public", Refusal: "IPAddressPool metallb-system/public not found"}
-	elsewhere := pool("198.51.100.0/24")
+	elsewhere := metallbtest.Class("198.51.100.0/24")
 	tests := []struct {
 		name string
 		w    world
@@ -320,41 +339,41 @@ func TestDecide(t *testing.T) {
 			w:    world{address: addr(v4, v1alpha1.AddressAvailable, noFinalizer, unbound)},
 			want: outcome{addFinalizer: true, create: []string{hold4}, phase: v1alpha1.AddressAvailable}},
 		{name: "7-4 teardown first gives the address a placeholder sharing the workload's key",
-			w: world{address: addr(v4, v1alpha1.AddressBound, deleting),
+			w: world{address: addr(v4, v1alpha1.AddressBound, deleting, recordedOn("a")),
 				services: []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4))}},
 			want: outcome{create: []string{hold4 + " shared-ip=" + key}, phase: v1alpha1.AddressBound}},
 		{name: "7-4 teardown withdraws the pin once the placeholder shares the address",
-			w: world{address: addr(v4, v1alpha1.AddressBound, deleting),
+			w: world{address: addr(v4, v1alpha1.AddressBound, deleting, recordedOn("a")),
 				services:     []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4))},
 				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
 			want: outcome{update: []string{"tenant/a pinned=" + v4 + " finalizer"}, phase: v1alpha1.AddressBound}},
 		{name: "7-4 teardown releases the Service once MetalLB took the address back",
-			w: world{address: addr(v4, v1alpha1.AddressBound, deleting),
+			w: world{address: addr(v4, v1alpha1.AddressBound, deleting, recordedOn("a")),
 				services:     []*corev1.Service{svc(ns, "a", withdrawn(v4))},
 				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
 			want: outcome{update: []string{"tenant/a -"}, phase: v1alpha1.AddressBound}},
 		{name: "7-4 a MetalLB restart gave a withdrawn Service the address back and refused the placeholder: the Service shares it again",
-			w: world{address: addr(v4, v1alpha1.AddressBound, deleting),
+			w: world{address: addr(v4, v1alpha1.AddressBound, deleting, recordedOn("a")),
 				services:     []*corev1.Service{svc(ns, "a", withdrawn(v4), holding(v4))},
 				placeholders: []*corev1.Service{ph(v4, key)}},
 			want: outcome{update: []string{"tenant/a pinned=" + v4 + " shared-ip=" + key + " finalizer"}, phase: v1alpha1.AddressBound}},
 		{name: "7-4 sharing again, the Service keeps its key until the placeholder holds the address too",
-			w: world{address: addr(v4, v1alpha1.AddressBound, deleting),
+			w: world{address: addr(v4, v1alpha1.AddressBound, deleting, recordedOn("a")),
 				services:     []*corev1.Service{svc(ns, "a", withdrawn(v4), annotated(metallb.AnnotationAllowSharedIP, key), holding(v4))},
 				placeholders: []*corev1.Service{ph(v4, key)}},
 			want: outcome{phase: v1alpha1.AddressBound}},
 		{name: "7-4 once the placeholder shares the address again, the Service's key is withdrawn again",
-			w: world{address: addr(v4, v1alpha1.AddressBound, deleting),
+			w: world{address: addr(v4, v1alpha1.AddressBound, deleting, recordedOn("a")),
 				services:     []*corev1.Service{svc(ns, "a", withdrawn(v4), annotated(metallb.AnnotationAllowSharedIP, key), holding(v4))},
 				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
 			want: outcome{update: []string{"tenant/a pinned=" + v4 + " finalizer"}, phase: v1alpha1.AddressBound}},
 		{name: "7-4 a Dual teardown keeps the Service's key while its other address is not yet back on its placeholder",
-			w: world{address: addr(v6, v1alpha1.AddressBound, deleting), siblings: []*v1alpha1.IPAddress{addr(v4, v1alpha1.AddressBound, deleting)},
+			w: world{address: addr(v6, v1alpha1.AddressBound, deleting, recordedOn("a")), siblings: []*v1alpha1.IPAddress{addr(v4, v1alpha1.AddressBound, deleting)},
 				services:     []*corev1.Service{svc(ns, "a", withdrawn(dual), annotated(metallb.AnnotationAllowSharedIP, key), holding(v4, v6))},
 				placeholders: []*corev1.Service{ph(v6, key, holding(v6)), ph(v4, key)}},
 			want: outcome{phase: v1alpha1.AddressBound}},
 		{name: "7-4 ...and withdraws it once both are",
-			w: world{address: addr(v6, v1alpha1.AddressBound, deleting), siblings: []*v1alpha1.IPAddress{addr(v4, v1alpha1.AddressBound, deleting)},
+			w: world{address: addr(v6, v1alpha1.AddressBound, deleting, recordedOn("a")), siblings: []*v1alpha1.IPAddress{addr(v4, v1alpha1.AddressBound, deleting)},
 				services:     []*corev1.Service{svc(ns, "a", withdrawn(dual), annotated(metallb.AnnotationAllowSharedIP, key), holding(v4, v6))},
 				placeholders: []*corev1.Service{ph(v6, key, holding(v6)), ph(v4, key, holding(v4))}},
 			want: outcome{update: []string{"tenant/a pinned=" + dual + " finalizer"}, phase: v1alpha1.AddressBound}},
@@ -362,7 +381,7 @@ func TestDecide(t *testing.T) {
 			w:    world{address: addr(v4, v1alpha1.AddressReleased, deleting), placeholders: []*corev1.Service{ph(v4, "", holding(v4))}},
 			want: outcome{remove: []string{ph4}, removeFinalizer: true, phase: v1alpha1.AddressReleased}},
 		{name: "7-4 an address without the driver's finalizer is let go untouched",
-			w:    world{address: addr(v4, v1alpha1.AddressBound, deleting, noFinalizer), placeholders: []*corev1.Service{ph(v4, "", holding(v4))}},
+			w:    world{address: addr(v4, v1alpha1.AddressBound, deleting, noFinalizer, coreFinalizer), placeholders: []*corev1.Service{ph(v4, "", holding(v4))}},
 			want: outcome{phase: v1alpha1.AddressBound}},
 		{name: "7-5 an address attached to nothing is held by a placeholder pinned to it",
 			w:    world{address: addr(v4, v1alpha1.AddressBound), claim: true},
@@ -478,7 +497,7 @@ func TestDecide(t *testing.T) {
 			want: outcome{phase: v1alpha1.AddressConflict, conditions: []string{"Conflict=True UnauthorizedHolder"},
 				events: []string{"Warning UnauthorizedHolder /" + a4, "Warning AddressReserved tenant/x"}}},
 		{name: "7-5 detach of a dual-stack workload waits for both placeholders",
-			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, siblings: []*v1alpha1.IPAddress{addr(v6, v1alpha1.AddressBound)},
+			w: world{address: addr(v4, v1alpha1.AddressBound, recordedOn("a")), claim: true, siblings: []*v1alpha1.IPAddress{addr(v6, v1alpha1.AddressBound)},
 				services:     []*corev1.Service{svc(ns, "a", pinnedBy(dual), holding(v4, v6))},
 				placeholders: []*corev1.Service{ph(v4, key, holding(v4)), ph(v6, key)}},
 			want: outcome{phase: v1alpha1.AddressBound}},
@@ -534,15 +553,15 @@ func TestDecide(t *testing.T) {
 		{name: "7-6 an address its pool no longer covers is Lost",
 			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, class: &elsewhere,
 				placeholders: []*corev1.Service{ph(v4, key)}},
-			want: outcome{phase: v1alpha1.AddressLost, conditions: []string{"Held=False NotInPool"}, events: []string{"Warning Lost /" + a4}}},
+			want: outcome{phase: v1alpha1.AddressLost, conditions: []string{"InBackend=False NotInPool"}, events: []string{"Warning Lost /" + a4}}},
 		{name: "7-6 an address whose pool is gone is Lost",
 			w: world{address: addr(v4, v1alpha1.AddressReleased, unbound), class: &gone,
 				placeholders: []*corev1.Service{ph(v4, "")}},
-			want: outcome{phase: v1alpha1.AddressLost, conditions: []string{"Held=False PoolNotFound"}, events: []string{"Warning Lost /" + a4}}},
+			want: outcome{phase: v1alpha1.AddressLost, conditions: []string{"InBackend=False PoolNotFound"}, events: []string{"Warning Lost /" + a4}}},
 		{name: "7-6 Lost clears back to the phase the core last recorded",
 			w: world{address: addr(v4, v1alpha1.AddressReleased, unbound, phase(v1alpha1.AddressLost, lost)),
 				placeholders: []*corev1.Service{ph(v4, "", holding(v4))}},
-			want: outcome{phase: v1alpha1.AddressReleased, conditions: []string{"Held=True Held"}, events: []string{"Normal Held /" + a4}}},
+			want: outcome{phase: v1alpha1.AddressReleased, conditions: []string{"InBackend=True InPool"}, events: []string{"Normal InPool /" + a4}}},
 		{name: "7-6 a class whose parameters do not parse takes nothing: the workload keeps its pin, the address stays Bound",
 			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true, covering: "public",
 				class:    &metallb.Class{Name: "public", Refusal: `spec.parameters: json: unknown field "note"`},
@@ -562,15 +581,15 @@ func TestDecide(t *testing.T) {
 			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true,
 				class:        &metallb.Class{Name: "public", Refusal: "IPAddressClass public not found"},
 				placeholders: []*corev1.Service{ph(v4, key)}},
-			want: outcome{phase: v1alpha1.AddressLost, conditions: []string{"Held=False NotInPool"}, events: []string{"Warning Lost /" + a4}}},
+			want: outcome{phase: v1alpha1.AddressLost, conditions: []string{"InBackend=False NotInPool"}, events: []string{"Warning Lost /" + a4}}},
 		{name: "7-6 Lost outranks Conflict",
 			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, class: &elsewhere,
 				services: []*corev1.Service{svc(ns, "x", holding(v4))}, placeholders: []*corev1.Service{ph(v4, "")}},
-			want: outcome{phase: v1alpha1.AddressLost, conditions: []string{"Held=False NotInPool"}, events: []string{"Warning Lost /" + a4}}},
+			want: outcome{phase: v1alpha1.AddressLost, conditions: []string{"InBackend=False NotInPool"}, events: []string{"Warning Lost /" + a4}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := summarize(tc.w.address, decide(snapshotOf(tc.w)))
+			got := summarize(tc.w.address, decide(snapshotOf(t, tc.w)))
 			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(outcome{})); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
@@ -652,7 +671,7 @@ func TestHoldingRecord(t *testing.T) {
 			workload: ref("b"), from: []string{ref("a")}, since: true, recordFirst: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := snapshotOf(tc.w)
+			s := snapshotOf(t, tc.w)
 			p := decide(s)
 			st := s.address.Status
 			if p.status != nil {

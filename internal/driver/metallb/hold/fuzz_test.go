@@ -1,6 +1,7 @@
 package hold
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -14,12 +15,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/binding"
 	"github.com/cozystack/address-controller/internal/core/webhook"
 	"github.com/cozystack/address-controller/internal/driver/metallb"
+	"github.com/cozystack/address-controller/internal/driver/metallb/metallbtest"
 	"github.com/cozystack/address-controller/internal/fuzzbytes"
 )
 
@@ -186,7 +189,7 @@ func fuzzWorldOf(b fuzzBytes) fuzzWorld {
 	case 0:
 		w.class, w.covering = inPool, "public"
 	case 1:
-		w.class = pool("198.51.100.0/24")
+		w.class = metallbtest.Class("198.51.100.0/24")
 	case 2:
 		w.class = metallb.Class{Name: "public", PoolName: "public", Refusal: "IPAddressPool metallb-system/public not found"}
 	case 3:
@@ -237,7 +240,7 @@ func fuzzWorldOf(b fuzzBytes) fuzzWorld {
 				Reason: metallb.ReasonUnauthorizedHolder}, now.Add(-time.Minute))
 		}
 		if c&2 != 0 {
-			binding.SetCondition(&a.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionHeld, Status: metav1.ConditionFalse,
+			binding.SetCondition(&a.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionInBackend, Status: metav1.ConditionFalse,
 				Reason: metallb.ReasonNotInPool}, now.Add(-time.Minute))
 		}
 		if c&4 != 0 {
@@ -263,82 +266,33 @@ func fuzzWorldOf(b fuzzBytes) fuzzWorld {
 	return w
 }
 
-// gatherFrom builds the snapshot as the reconciler's gather reads it from
-// the API server: the live claim by UID and its addresses, the Services
-// naming it, holding and asking for the address, those the holding record
-// names (by UID, still carrying the driver's hold) — or, for an address
-// attached before records existed, those carrying the marker — and the
-// placeholders of every address involved.
-func gatherFrom(w fuzzWorld) snapshot {
-	a := w.address
-	ip := netip.MustParseAddr(a.Spec.Address)
-	s := snapshot{address: a, ip: ip, class: w.class, covering: w.covering, namespace: phNamespace, now: now,
-		placeholders: map[netip.Addr]*corev1.Service{}, reserved: map[netip.Addr]bool{}}
-	addresses := []*v1alpha1.IPAddress{a}
+// gatherFrom is the snapshot the reconciler's real gather reads from a
+// fake API server holding the world (snapshotOf): the claim when it is
+// live, the world's Services and placeholders, and — when the world says
+// so — the other addresses its Services' markers name, still reserved.
+func gatherFrom(t *testing.T, w fuzzWorld) snapshot {
+	t.Helper()
+	objs := []client.Object{w.address}
 	if w.sibling != nil {
-		addresses = append(addresses, w.sibling)
+		objs = append(objs, w.sibling)
 	}
-	if ref := a.Spec.ClaimRef; ref != nil && ref.UID == claimID && w.claimLive {
-		s.claim = &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: claimID}}
-		for _, x := range addresses {
-			if binding.Holds(x, s.claim) {
-				s.siblings = append(s.siblings, x)
-			}
-		}
-		for _, x := range w.services {
-			if x.Namespace == ns && x.Annotations[v1alpha1.AnnotationIPAddressClaim] == "web" {
-				s.candidates = append(s.candidates, x)
-			}
-		}
+	if w.claimLive {
+		objs = append(objs, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: claimID}})
+	}
+	known := map[string]bool{w.address.Name: true}
+	if w.sibling != nil {
+		known[w.sibling.Name] = true
 	}
 	for _, x := range w.services {
-		if metallb.Holds(x, ip) {
-			s.holders = append(s.holders, x)
-		}
-		if slices.Contains(metallb.RequestedIPs(x), ip) {
-			s.requesters = append(s.requesters, x)
-		}
-	}
-	switch h := a.Status.Holding; {
-	case h == nil && a.Status.AssociatedTo != nil:
-		for _, x := range w.services {
-			if slices.Contains(marker(x), ip) {
-				s.pinned = append(s.pinned, x)
-			}
-		}
-	case h != nil:
-		for _, r := range recordedRefs(h) {
-			i := slices.IndexFunc(w.services, func(x *corev1.Service) bool { return x.Namespace == r.Namespace && x.Name == r.Name })
-			if i >= 0 && w.services[i].UID == r.UID && stillHeld(w.services[i], ip) {
-				s.pinned = append(s.pinned, w.services[i])
+		objs = append(objs, x)
+		for _, ip := range marker(x) {
+			if name, _ := v1alpha1.IPAddressName(ip.String()); w.otherReserved && !known[name] {
+				known[name] = true
+				objs = append(objs, addr(ip.String(), v1alpha1.AddressBound))
 			}
 		}
 	}
-	ips := []netip.Addr{ip}
-	for _, x := range s.siblings {
-		ips = append(ips, netip.MustParseAddr(x.Spec.Address))
-	}
-	for _, x := range s.pinned {
-		ips = append(ips, marker(x)...)
-	}
-	for _, p := range ips {
-		if _, seen := s.reserved[p]; seen {
-			continue
-		}
-		s.reserved[p] = w.otherReserved
-		for _, x := range addresses {
-			if x.Spec.Address == p.String() {
-				s.reserved[p] = stillReserved(x)
-			}
-		}
-		name, _ := v1alpha1.IPAddressName(p.String())
-		for _, x := range w.services {
-			if x.Namespace == phNamespace && x.Name == name && x.Labels[metallb.LabelAddress] == name {
-				s.placeholders[p] = x
-			}
-		}
-	}
-	return s
+	return gather(t, objs, w.address, judged{class: w.class, covering: w.covering})
 }
 
 // driverAnnotations are the annotations the driver writes on a tenant's
@@ -407,18 +361,23 @@ func FuzzDecide(f *testing.F) {
 	f.Add([]byte("\xc60100970X00007"))                                                             // a stranger shares with the placeholder: no re-shaping it
 	f.Fuzz(func(t *testing.T, data []byte) {
 		w := fuzzWorldOf(data)
-		s := gatherFrom(w)
+		s := gatherFrom(t, w)
 		a := s.address
+		// The Services as the pass saw them (the API server's versions).
+		saw := map[types.UID]*corev1.Service{}
+		for _, x := range slices.Concat(s.holders, s.requesters, s.pinned, s.candidates, slices.Collect(maps.Values(s.placeholders))) {
+			saw[x.UID] = x
+		}
 		seen := map[types.UID]*corev1.Service{}
-		for _, x := range w.services {
-			seen[x.UID] = x.DeepCopy()
+		for uid, x := range saw {
+			seen[uid] = x.DeepCopy()
 		}
 		before := a.DeepCopy()
 		p := decide(s)
 		if !equality.Semantic.DeepEqual(before, a) {
 			t.Fatalf("decide changed the address")
 		}
-		for _, x := range w.services {
+		for _, x := range saw {
 			if !equality.Semantic.DeepEqual(seen[x.UID], x) {
 				t.Fatalf("decide changed Service %s/%s", x.Namespace, x.Name)
 			}

@@ -22,6 +22,21 @@ const sharingKeyPrefix = "metallb-iad-"
 // policy admits can write it on a Service.
 func sharingKey(claimUID types.UID) string { return sharingKeyPrefix + string(claimUID) }
 
+// The pin protocol, readers first: what the driver pinned to a Service
+// (its marker, metallb.AnnotationPinned, names it, the pin withdrawn or
+// not), and whether it may pin one.
+
+// pinnedWith reports whether the driver's marker on svc names ip.
+func pinnedWith(svc *corev1.Service, ip netip.Addr) bool {
+	return slices.Contains(marker(svc), ip)
+}
+
+// marker are the addresses the driver's marker on svc names: every address
+// it pinned there and has not let go of, the pin withdrawn or not.
+func marker(svc *corev1.Service) []netip.Addr {
+	return metallb.ParseIPs(svc.Annotations[metallb.AnnotationPinned])
+}
+
 // pinnable reports whether the driver may pin svc: it pins nothing, or
 // only what the driver itself pinned. A pin someone else wrote is theirs.
 func pinnable(svc *corev1.Service) bool {
@@ -42,6 +57,9 @@ func pinnedAs(svc *corev1.Service, ips, key string) bool {
 		controllerutil.ContainsFinalizer(svc, metallb.FinalizerHandoff)
 }
 
+// Writers: each returns the Service as the next step of the protocol
+// leaves it.
+
 // pin is svc pinned to ips under key, marked as the driver's pin, and held
 // by the handoff finalizer so that its deletion waits for the placeholder.
 func pin(svc *corev1.Service, ips, key string) *corev1.Service {
@@ -58,7 +76,7 @@ func pin(svc *corev1.Service, ips, key string) *corev1.Service {
 
 // withdraw takes the driver's pin off svc: the pin and the sharing key the
 // driver wrote. The marker and the handoff finalizer stay until MetalLB
-// has taken the address back (release), so that the Service is still
+// has taken the address back (unmarked), so that the Service is still
 // known as the driver's while it holds the address for the last moments.
 func withdraw(svc *corev1.Service) *corev1.Service {
 	out := svc.DeepCopy()
@@ -71,8 +89,8 @@ func withdraw(svc *corev1.Service) *corev1.Service {
 	return out
 }
 
-// release forgets svc: the marker and the handoff finalizer go.
-func release(svc *corev1.Service) *corev1.Service {
+// unmarked is svc forgotten by the driver: the marker and the handoff finalizer go.
+func unmarked(svc *corev1.Service) *corev1.Service {
 	out := withdraw(svc)
 	delete(out.Annotations, metallb.AnnotationPinned)
 	controllerutil.RemoveFinalizer(out, metallb.FinalizerHandoff)
@@ -90,7 +108,7 @@ func orphan(svc *corev1.Service, name string) *corev1.Service {
 		}
 	}
 	if len(rest) == 0 {
-		return release(svc)
+		return unmarked(svc)
 	}
 	out := svc.DeepCopy()
 	ips := metallb.FormatIPs(rest)
@@ -112,11 +130,11 @@ func reshared(svc *corev1.Service, key string) *corev1.Service {
 	return out
 }
 
-// letGo is the next step of taking the driver's pin off svc once that is
+// unpinStep is the next step of taking the driver's pin off svc once that is
 // safe: withdraw the pin (and the driver's sharing key) while in place,
-// then release the Service once MetalLB no longer assigns it any address of
+// then unmark the Service once MetalLB no longer assigns it any address of
 // the marker.
-func letGo(svc *corev1.Service) *corev1.Service {
+func unpinStep(svc *corev1.Service) *corev1.Service {
 	if metallb.DriverPinned(svc) != nil || strings.HasPrefix(svc.Annotations[metallb.AnnotationAllowSharedIP], sharingKeyPrefix) {
 		return withdraw(svc)
 	}
@@ -125,7 +143,7 @@ func letGo(svc *corev1.Service) *corev1.Service {
 			return nil
 		}
 	}
-	return release(svc)
+	return unmarked(svc)
 }
 
 // shares reports whether placeholder p can share its address with peer

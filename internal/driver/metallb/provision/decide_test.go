@@ -5,11 +5,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"go4.org/netipx"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/driver/metallb"
+	"github.com/cozystack/address-controller/internal/driver/metallb/metallbtest"
 )
 
 func claim(f v1alpha1.IPFamily, mods ...func(*v1alpha1.IPAddressClaim)) *v1alpha1.IPAddressClaim {
@@ -23,15 +23,6 @@ func claim(f v1alpha1.IPFamily, mods ...func(*v1alpha1.IPAddressClaim)) *v1alpha
 		m(c)
 	}
 	return c
-}
-
-func class(ranges ...string) metallb.Class {
-	var b netipx.IPSetBuilder
-	for _, r := range ranges {
-		b.AddPrefix(netip.MustParsePrefix(r))
-	}
-	set, _ := b.IPSet()
-	return metallb.Class{Name: "public", PoolName: "public", PoolFound: true, Ranges: set}
 }
 
 // classObject is the class "public" of the driver's provisioner.
@@ -57,7 +48,7 @@ func ips(ss ...string) []netip.Addr {
 // The table mirrors contract §7 obligations 1 (serve stamped claims) and 2
 // (provision pre-bound).
 func TestDecide(t *testing.T) {
-	public := class("203.0.113.0/30", "2001:db8::/126")
+	public := metallbtest.Class("203.0.113.0/30", "2001:db8::/126")
 	tests := []struct {
 		name      string
 		claim     *v1alpha1.IPAddressClaim
