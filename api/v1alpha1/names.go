@@ -59,9 +59,12 @@ const (
 	ReasonWaitingForProvisioning = "WaitingForProvisioning"
 	ReasonWaitingForAddress      = "WaitingForAddress"
 	ReasonWaitingForClass        = "WaitingForClass"
-	ReasonLost                   = "Lost"
-	ReasonPreBindingRefused      = "PreBindingRefused"
-	ReasonExcessBindingReleased  = "ExcessBindingReleased"
+	// ReasonQuotaExceeded: a ResourceQuota of the claim's namespace has no
+	// room for the addresses the claim still needs.
+	ReasonQuotaExceeded         = "QuotaExceeded"
+	ReasonLost                  = "Lost"
+	ReasonPreBindingRefused     = "PreBindingRefused"
+	ReasonExcessBindingReleased = "ExcessBindingReleased"
 
 	ReasonAvailable      = "Available"
 	ReasonReleased       = "Released"

@@ -12,6 +12,7 @@ import (
 	"github.com/cozystack/address-controller/internal/core/autoclaim"
 	"github.com/cozystack/address-controller/internal/core/claim"
 	"github.com/cozystack/address-controller/internal/core/class"
+	"github.com/cozystack/address-controller/internal/core/usage"
 	"github.com/cozystack/address-controller/internal/index"
 	"github.com/cozystack/address-controller/internal/metrics"
 	"github.com/cozystack/address-controller/internal/recorder"
@@ -66,6 +67,9 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		return err
 	}
 	if err := (&class.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec}).SetupWithManager(mgr, opts.ClassWorkers); err != nil {
+		return err
+	}
+	if err := (&usage.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr, 2); err != nil {
 		return err
 	}
 	return (&autoclaim.Reconciler{Client: mgr.GetClient(), Recorder: rec, SourceAnnotations: opts.SourceAnnotations}).SetupWithManager(mgr, max(opts.AutoClaimWorkers, 1))

@@ -24,6 +24,8 @@ const (
 	AddressClaim = "spec.claimRef"
 	// AddressPool: IPAddress by PoolKey(class, family, phase).
 	AddressPool = "pool"
+	// AddressNamespace: IPAddress by the namespace its claimRef names.
+	AddressNamespace = "claimNamespace"
 	// AddressClassPhase: IPAddress by ClassPhaseKey(class, phase); the
 	// bare class name is a key too, for "any address of the class".
 	AddressClassPhase = "classPhase"
@@ -80,6 +82,7 @@ func Setup(ctx context.Context, i client.FieldIndexer, names ...string) error {
 		{&v1alpha1.IPAddress{}, AddressClaim, addressClaim},
 		{&v1alpha1.IPAddress{}, AddressPool, addressPool},
 		{&v1alpha1.IPAddress{}, AddressClassPhase, addressClassPhase},
+		{&v1alpha1.IPAddress{}, AddressNamespace, addressNamespace},
 		{&v1alpha1.IPAddressClaim{}, ClaimWaiting, claimWaiting},
 		{&v1alpha1.IPAddressClaim{}, ClaimAddressName, claimAddressName},
 		{&v1alpha1.IPAddressClaim{}, ClaimUnresolved, claimUnresolved},
@@ -98,6 +101,13 @@ func Setup(ctx context.Context, i client.FieldIndexer, names ...string) error {
 func addressClaim(o client.Object) []string {
 	if ref := o.(*v1alpha1.IPAddress).Spec.ClaimRef; ref != nil {
 		return []string{ClaimKey(ref.Namespace, ref.Name)}
+	}
+	return nil
+}
+
+func addressNamespace(o client.Object) []string {
+	if ref := o.(*v1alpha1.IPAddress).Spec.ClaimRef; ref != nil {
+		return []string{ref.Namespace}
 	}
 	return nil
 }

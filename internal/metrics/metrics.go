@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -32,6 +33,34 @@ var (
 		"IPAddresses by phase and class.", []string{"phase", "class"}, nil)
 )
 
+var (
+	quotaUsed = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "address_controller_quota_used_addresses",
+		Help: "Addresses counted against a ResourceQuota's address key (bound, released and retained, being provisioned), by namespace, quota and key.",
+	}, []string{"namespace", "quota", "resource"})
+	quotaHard = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "address_controller_quota_hard_addresses",
+		Help: "The limit of a ResourceQuota's address key, by namespace, quota and key.",
+	}, []string{"namespace", "quota", "resource"})
+)
+
+// ObserveQuota records a quota's usage and limits of its address keys.
+func ObserveQuota(rq *corev1.ResourceQuota, used corev1.ResourceList) {
+	for k, v := range used {
+		hard := rq.Spec.Hard[k]
+		quotaUsed.WithLabelValues(rq.Namespace, rq.Name, string(k)).Set(float64(v.Value()))
+		quotaHard.WithLabelValues(rq.Namespace, rq.Name, string(k)).Set(float64(hard.Value()))
+	}
+}
+
+// ForgetQuota drops the series of a quota that is gone or limits no
+// addresses any more.
+func ForgetQuota(namespace, name string) {
+	for _, g := range []*prometheus.GaugeVec{quotaUsed, quotaHard} {
+		g.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "quota": name})
+	}
+}
+
 // ObserveTimeToBound records a claim becoming Bound d after its creation.
 func ObserveTimeToBound(class string, d time.Duration) {
 	timeToBound.WithLabelValues(class).Observe(d.Seconds())
@@ -44,7 +73,7 @@ func AutoClaimCreated(class string) {
 
 // Register registers the metrics; reader is the manager's cache.
 func Register(reader client.Reader) error {
-	for _, c := range []prometheus.Collector{timeToBound, autoClaimsCreated} {
+	for _, c := range []prometheus.Collector{timeToBound, autoClaimsCreated, quotaUsed, quotaHard} {
 		if err := ctrlmetrics.Registry.Register(c); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package retry
 import (
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -24,6 +25,15 @@ func Again() (reconcile.Result, error) {
 	// being logged as an error; its deprecation steers away from it for
 	// waiting on external events, which this is not.
 	return reconcile.Result{Requeue: true}, nil //nolint:staticcheck // see above
+}
+
+// OnConflict ends a pass on err: again (Again) when it lost a race for an
+// object's version, with err otherwise.
+func OnConflict(err error) (reconcile.Result, error) {
+	if apierrors.IsConflict(err) {
+		return Again()
+	}
+	return reconcile.Result{}, err
 }
 
 // RateLimiter is the per-item exponential backoff every controller of this

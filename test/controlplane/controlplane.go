@@ -42,9 +42,11 @@ var defaultAPIServerFlags = map[string][]string{
 }
 
 // controllers are the kube-controller-manager controllers a bare API server
-// lacks and tests notice: ownerReference cascades, namespace deletion, and the
-// aggregated admin/edit/view ClusterRoles.
-const controllers = "garbagecollector,namespace,clusterrole-aggregation"
+// lacks and tests notice: ownerReference cascades, namespace deletion, the
+// aggregated admin/edit/view ClusterRoles, and ResourceQuota usage (which
+// the API server's quota admission needs, and beside which the core keeps
+// its address keys).
+const controllers = "garbagecollector,namespace,clusterrole-aggregation,resourcequota"
 
 const (
 	startTimeout = 90 * time.Second // per component; two control planes may start at once on 2 cores

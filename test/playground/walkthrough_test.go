@@ -355,5 +355,11 @@ func TestWalkthrough(t *testing.T) {
 				g.Expect(svc.Spec.LoadBalancerIP).To(BeEmpty())
 			}).Should(Succeed())
 		}},
+		{after: "name: db", refusals: true, want: []string{"exceeded quota: ResourceQuota addresses limits reserved.ipaddressclass.local.sdn.cozystack.io/addresses in namespace shop to 2; 1 are in use and the claim needs 2 more",
+			"ipaddressclaim.local.sdn.cozystack.io/db created"}, check: func() {
+			g.Expect(r.claim("shop", "db").Status.Phase).To(Equal(v1alpha1.ClaimBound))
+			err := r.c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "api"}, &v1alpha1.IPAddressClaim{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Dual claim was refused: %v", err)
+		}},
 	})
 }

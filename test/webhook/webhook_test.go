@@ -11,6 +11,7 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -24,6 +25,7 @@ import (
 	"github.com/cozystack/address-controller/internal/core"
 	"github.com/cozystack/address-controller/internal/core/webhook"
 	"github.com/cozystack/address-controller/internal/driver/metallb"
+	"github.com/cozystack/address-controller/internal/quota"
 	"github.com/cozystack/address-controller/test/controlplane"
 )
 
@@ -175,6 +177,19 @@ func TestWebhooks(t *testing.T) {
 		g.Expect(w.admin.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: "web"}, &c)).To(Succeed())
 		g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimBound))
 	}).Should(Succeed(), "the core, as itself, binds through its own webhooks")
+
+	t.Run("a claim the namespace's address quota already has no room for is refused at creation, naming the numbers", func(t *testing.T) {
+		g := NewWithT(t)
+		g.Expect(w.admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "full"}})).To(Succeed())
+		rq := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "full", Name: "addresses"},
+			Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{quota.ClassKey("public"): resource.MustParse("0")}}}
+		g.Expect(w.admin.Create(ctx, rq)).To(Succeed())
+		g.Eventually(func() error {
+			return w.tenant.Create(ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "full", Name: "web"}}, client.DryRunAll)
+		}).Should(MatchError(`admission webhook "default.ipaddressclaims.local.sdn.cozystack.io" denied the request: exceeded quota: ResourceQuota addresses limits public.ipaddressclass.local.sdn.cozystack.io/addresses in namespace full to 0; 0 are in use and the claim needs 1 more`))
+		err := w.tenant.Create(ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "full", Name: "web"}})
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+	})
 
 	t.Run("a tenant's provisioner stamp on a new claim is removed with a warning, and the core stamps the claim", func(t *testing.T) {
 		g := NewWithT(t)

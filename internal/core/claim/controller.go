@@ -39,6 +39,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -46,6 +47,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -109,6 +111,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Watches(&v1alpha1.IPAddress{}, r.addressHandler()).
 		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.classChanged)).
 		Watches(&v1alpha1.IPAddressClass{}, r.readinessHandler()).
+		Watches(&corev1.ResourceQuota{}, handler.EnqueueRequestsFromMapFunc(r.waitingInNamespace), builder.WithPredicates(quotaPredicate)).
 		WatchesRawSource(source.Channel(r.wake, &handler.TypedEnqueueRequestForObject[*v1alpha1.IPAddressClaim]{})).
 		WithOptions(retry.Options(workers)).
 		Complete(r)
@@ -198,6 +201,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return retry.Again()
 	}
 	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if s.quota, err = r.charge(ctx, &s); err != nil {
+		if apierrors.IsConflict(err) {
+			return retry.Again()
+		}
 		return reconcile.Result{}, err
 	}
 	p := decide(s)

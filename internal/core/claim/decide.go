@@ -25,6 +25,9 @@ type snapshot struct {
 	addresses []v1alpha1.IPAddress
 	// class is the claim's class, resolved once per pass (newSnapshot).
 	class resolution
+	// quota says why a ResourceQuota has no room for the families the
+	// claim still needs (the pass's charge); "" when it has.
+	quota string
 	now   time.Time
 }
 
@@ -78,7 +81,12 @@ func decide(s snapshot) plan {
 		p.stamp(claim, res.class) // [4-6]
 	}
 	var wait waiting
-	if res != nil && res.class != nil {
+	switch {
+	case res == nil || res.class == nil:
+	case s.quota != "" && len(missing) > 0:
+		wait = waiting{v1alpha1.ReasonQuotaExceeded, s.quota}
+		p.events = append(p.events, recorder.WarningOnce(claim, v1alpha1.ReasonQuotaExceeded, "%s", s.quota))
+	default:
 		var matched []v1alpha1.IPAddress
 		matched, wait = p.match(s, res.class, missing) // [4-7]
 		bound = append(bound, matched...)

@@ -10,9 +10,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -21,6 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/index"
+	"github.com/cozystack/address-controller/internal/quota"
 )
 
 // Paths the API server calls; the configurations in config/webhook are
@@ -69,6 +73,12 @@ func (h handlers) defaultClaim(ctx context.Context, req admission.Request) admis
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	warnings := append(DropForeignStamp(&claim, req.UserInfo, h.principals), DefaultClaim(&claim, classes.Items)...)
+	switch denial, err := h.admitQuota(ctx, &claim); {
+	case err != nil:
+		return admission.Errored(http.StatusInternalServerError, err)
+	case denial != "":
+		return admission.Denied(denial)
+	}
 	raw, err := json.Marshal(&claim)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -113,6 +123,27 @@ func (h handlers) validateAddress(ctx context.Context, req admission.Request) ad
 	}
 	errs = append(errs, ValidateDriverFinalizers(old.Finalizers, a.Finalizers, req.UserInfo, h.principals, nil)...)
 	return respond(req, append(errs, ValidateAddressUpdate(&old, &a, req.UserInfo, h.principals, field.NewPath("spec"))...))
+}
+
+// admitQuota refuses a claim that the address quotas of its namespace
+// already have no room for (quota.Admit), from the cache.
+func (h handlers) admitQuota(ctx context.Context, claim *v1alpha1.IPAddressClaim) (string, error) {
+	if claim.Spec.ClassName == "" {
+		return "", nil
+	}
+	var quotas corev1.ResourceQuotaList
+	if err := h.reader.List(ctx, &quotas, client.InNamespace(claim.Namespace)); err != nil {
+		return "", err
+	}
+	quotas.Items = slices.DeleteFunc(quotas.Items, func(rq corev1.ResourceQuota) bool { return len(quota.Keys(&rq, claim.Spec.ClassName)) == 0 })
+	if len(quotas.Items) == 0 {
+		return "", nil
+	}
+	var addrs v1alpha1.IPAddressList
+	if err := h.reader.List(ctx, &addrs, client.MatchingFields{index.AddressNamespace: claim.Namespace}); err != nil {
+		return "", err
+	}
+	return quota.Admit(quotas.Items, claim.Spec.ClassName, len(claim.Spec.Family.Families()), addrs.Items), nil
 }
 
 // scope judges a driver's write to address a against the classes it

@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -42,6 +43,7 @@ import (
 	"github.com/cozystack/address-controller/internal/binding"
 	"github.com/cozystack/address-controller/internal/driver/metallb"
 	"github.com/cozystack/address-controller/internal/index"
+	"github.com/cozystack/address-controller/internal/quota"
 	"github.com/cozystack/address-controller/internal/recorder"
 	"github.com/cozystack/address-controller/internal/retry"
 )
@@ -49,6 +51,9 @@ import (
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=list;watch
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=list;watch;create
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=list;watch
+// A ResourceQuota that limits addresses must have charged a family to the
+// claim before it is provisioned (package quota).
+// +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=list;watch
 // +kubebuilder:rbac:groups=metallb.io,resources=ipaddresspools,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -107,6 +112,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 			return r.Classes.ForClass(ctx, o, r.waiting)
 		})).
 		Watches(metallb.NewPool(), handler.EnqueueRequestsFromMapFunc(r.forPool)).
+		Watches(&corev1.ResourceQuota{}, handler.EnqueueRequestsFromMapFunc(r.claimsIn)).
 		WithOptions(retry.Options(workers)).
 		Complete(r)
 }
@@ -264,6 +270,9 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) (recheck time.Dura
 		list = usedList{ips: ips, at: now}
 		r.used[s.class.Name] = list
 	}
+	if s.uncharged, err = r.uncharged(ctx, s); err != nil {
+		return 0, err
+	}
 	// Capped, so that what decide appends lands in a copy.
 	s.used = list.ips[:len(list.ips):len(list.ips)]
 	for f, at := range r.claims[s.claim.UID] {
@@ -332,4 +341,36 @@ func (r *Reconciler) release(claim types.UID, a *v1alpha1.IPAddress, free bool) 
 	if free {
 		delete(r.inflight, a.Name)
 	}
+}
+
+// uncharged are the families of the claim that a ResourceQuota of its
+// namespace limits and has not charged to it (from the cache: a charge the
+// cache has yet to show only delays provisioning).
+func (r *Reconciler) uncharged(ctx context.Context, s *snapshot) (map[v1alpha1.IPFamily]bool, error) {
+	var quotas corev1.ResourceQuotaList
+	if err := r.Client.List(ctx, &quotas, client.InNamespace(s.claim.Namespace)); err != nil {
+		return nil, err
+	}
+	out := map[v1alpha1.IPFamily]bool{}
+	for i := range quotas.Items {
+		rq := &quotas.Items[i]
+		if len(quota.Keys(rq, s.class.Name)) == 0 {
+			continue
+		}
+		for _, f := range s.claim.Spec.Family.Families() {
+			if !quota.ChargesOf(rq).Holds(s.claim.UID, f) {
+				out[f] = true
+			}
+		}
+	}
+	return out, nil
+}
+
+// claimsIn: a quota's charges changed; the claims of its namespace may
+// have been charged a family.
+func (r *Reconciler) claimsIn(ctx context.Context, o client.Object) []reconcile.Request {
+	if rq, ok := o.(*corev1.ResourceQuota); !ok || !quota.Ours(rq) {
+		return nil
+	}
+	return index.Requests(ctx, r.Client, &v1alpha1.IPAddressClaimList{}, client.InNamespace(o.GetNamespace()))
 }

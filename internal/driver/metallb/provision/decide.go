@@ -29,6 +29,10 @@ type snapshot struct {
 	available map[v1alpha1.IPFamily]bool
 	// used are the taken addresses of the class's pool.
 	used []netip.Addr
+	// uncharged are the families a ResourceQuota of the namespace limits
+	// and has not charged to the claim yet: the core charges a family
+	// before anything is provisioned for it (package quota).
+	uncharged map[v1alpha1.IPFamily]bool
 }
 
 // plan is what one pass writes: addresses to create, or why it cannot.
@@ -73,7 +77,7 @@ func decide(s snapshot) plan {
 	}
 	used := s.used
 	for _, f := range s.claim.Spec.Family.Families() {
-		if s.has[f] || s.available[f] {
+		if s.has[f] || s.available[f] || s.uncharged[f] {
 			continue
 		}
 		if !s.class.Accepted() {

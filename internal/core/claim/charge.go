@@ -1,0 +1,110 @@
+package claim
+
+import (
+	"context"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/index"
+	"github.com/cozystack/address-controller/internal/lock"
+	"github.com/cozystack/address-controller/internal/quota"
+)
+
+// +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=get;list;watch;patch
+
+// charge charges the families the claim has no address for yet to every
+// ResourceQuota of its namespace that limits its class, before a pass may
+// match an address for them (or a driver provision one). It returns why the
+// claim does not fit, or "". A charge the cache already shows is not
+// written again; one that is decided on the API server's quota and
+// addresses, and written on the quota's version, so charges are serialized
+// per quota (package quota).
+func (r *Reconciler) charge(ctx context.Context, s *snapshot) (string, error) {
+	claim, class := s.claim, s.class.class
+	if class == nil || claim.DeletionTimestamp != nil {
+		return "", nil
+	}
+	named := map[v1alpha1.IPFamily]bool{}
+	for i := range s.addresses {
+		if binding.Names(&s.addresses[i], claim) {
+			named[binding.Family(&s.addresses[i])] = true
+		}
+	}
+	need := binding.MissingFamilies(claim, named)
+	if len(need) == 0 {
+		return "", nil
+	}
+	var quotas corev1.ResourceQuotaList
+	if err := r.Client.List(ctx, &quotas, client.InNamespace(claim.Namespace)); err != nil {
+		return "", err
+	}
+	req := quota.Request{Claim: claim.Name, UID: claim.UID, Class: class.Name, Families: need}
+	for i := range quotas.Items {
+		rq := &quotas.Items[i]
+		charges := quota.ChargesOf(rq)
+		if len(quota.Keys(rq, class.Name)) == 0 || !slices.ContainsFunc(need, func(f v1alpha1.IPFamily) bool { return !charges.Holds(claim.UID, f) }) {
+			continue
+		}
+		if refusal, err := r.chargeOne(ctx, client.ObjectKeyFromObject(rq), req); refusal != "" || err != nil {
+			return refusal, err
+		}
+	}
+	return "", nil
+}
+
+// chargeOne charges req to one quota, read with the namespace's addresses
+// from the API server. A conflict (another charge came first) ends the
+// pass; the next one decides again.
+func (r *Reconciler) chargeOne(ctx context.Context, key types.NamespacedName, req quota.Request) (string, error) {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	var rq corev1.ResourceQuota
+	if err := reader.Get(ctx, key, &rq); err != nil {
+		return "", client.IgnoreNotFound(err)
+	}
+	var addrs v1alpha1.IPAddressList
+	if err := reader.List(ctx, &addrs, client.MatchingFields{index.SelectableClaimNamespace: key.Namespace}); err != nil {
+		return "", err
+	}
+	d := quota.Decide(&rq, req, quota.ChargesOf(&rq), addrs.Items)
+	if d.Refusal != "" || d.Charges == nil {
+		return d.Refusal, nil
+	}
+	return "", lock.Patch(ctx, r.Client, &rq, func() {
+		metav1.SetMetaDataAnnotation(&rq.ObjectMeta, quota.ChargesAnnotation, d.Charges.String())
+	})
+}
+
+// quotaPredicate passes the events of the ResourceQuotas that limit
+// addresses.
+var quotaPredicate = predicate.NewPredicateFuncs(func(o client.Object) bool {
+	rq, ok := o.(*corev1.ResourceQuota)
+	return ok && quota.Ours(rq)
+})
+
+// waitingInNamespace: a quota's room changed (an address of the namespace
+// went, a charge was dropped, a limit was raised); the claims of its
+// namespace that wait may fit now.
+func (r *Reconciler) waitingInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	var claims v1alpha1.IPAddressClaimList
+	if err := r.Client.List(ctx, &claims, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range claims.Items {
+		if c := &claims.Items[i]; c.Status.Phase != v1alpha1.ClaimBound {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(c)})
+		}
+	}
+	return reqs
+}

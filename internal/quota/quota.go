@@ -1,0 +1,223 @@
+package quota
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
+)
+
+// AllClasses is the key limiting a namespace's addresses of every class.
+const AllClasses corev1.ResourceName = "local.sdn.cozystack.io/addresses"
+
+// classSuffix ends the key limiting one class.
+const classSuffix = ".ipaddressclass.local.sdn.cozystack.io/addresses"
+
+// ChargesAnnotation on a ResourceQuota records the charges against it.
+const ChargesAnnotation = "local.sdn.cozystack.io/address-charges"
+
+// ClassKey is the key limiting the addresses of class.
+func ClassKey(class string) corev1.ResourceName { return corev1.ResourceName(class + classSuffix) }
+
+// Keys are the keys of rq that limit addresses of class, in a fixed order.
+func Keys(rq *corev1.ResourceQuota, class string) []corev1.ResourceName {
+	var keys []corev1.ResourceName
+	for _, k := range []corev1.ResourceName{ClassKey(class), AllClasses} {
+		if _, ok := rq.Spec.Hard[k]; ok {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// Ours reports whether rq limits addresses at all.
+func Ours(rq *corev1.ResourceQuota) bool {
+	for k := range rq.Spec.Hard {
+		if k == AllClasses || strings.HasSuffix(string(k), classSuffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// Charge is one claim's charge: the families of its class it may take.
+type Charge struct {
+	Claim    string              `json:"claim"`
+	Class    string              `json:"class"`
+	Families []v1alpha1.IPFamily `json:"families"`
+}
+
+// Charges are a quota's charges by claim UID.
+type Charges map[types.UID]Charge
+
+// ChargesOf reads rq's charges; an unreadable record reads as none (the
+// core rewrites it whole).
+func ChargesOf(rq *corev1.ResourceQuota) Charges {
+	c := Charges{}
+	if v := rq.Annotations[ChargesAnnotation]; v != "" {
+		_ = json.Unmarshal([]byte(v), &c)
+	}
+	return c
+}
+
+// String is the record as the annotation holds it (keys sorted).
+func (c Charges) String() string {
+	b, _ := json.Marshal(c)
+	return string(b)
+}
+
+// Holds reports whether claim has family f charged.
+func (c Charges) Holds(claim types.UID, f v1alpha1.IPFamily) bool {
+	return slices.Contains(c[claim].Families, f)
+}
+
+// Usage is what counts against rq's keys in its namespace: addresses are
+// every IPAddress whose claimRef names the namespace. It returns the
+// count per key of rq.
+func Usage(rq *corev1.ResourceQuota, addresses []v1alpha1.IPAddress, charges Charges) corev1.ResourceList {
+	n := map[corev1.ResourceName]int64{}
+	count := func(class string, k int64) {
+		if _, ok := rq.Spec.Hard[ClassKey(class)]; ok {
+			n[ClassKey(class)] += k
+		}
+		if _, ok := rq.Spec.Hard[AllClasses]; ok {
+			n[AllClasses] += k
+		}
+	}
+	for i := range addresses {
+		if a := &addresses[i]; a.Spec.ClaimRef != nil && a.Spec.ClaimRef.Namespace == rq.Namespace {
+			count(a.Spec.ClassName, 1)
+		}
+	}
+	for uid, ch := range charges {
+		count(ch.Class, int64(len(unsettled(uid, ch, rq.Namespace, addresses))))
+	}
+	used := corev1.ResourceList{}
+	for k := range rq.Spec.Hard {
+		if k == AllClasses || strings.HasSuffix(string(k), classSuffix) {
+			used[k] = *resource.NewQuantity(n[k], resource.DecimalSI)
+		}
+	}
+	return used
+}
+
+// unsettled are the charged families no address naming the claim has yet.
+func unsettled(uid types.UID, ch Charge, namespace string, addresses []v1alpha1.IPAddress) []v1alpha1.IPFamily {
+	var out []v1alpha1.IPFamily
+	for _, f := range ch.Families {
+		if !slices.ContainsFunc(addresses, func(a v1alpha1.IPAddress) bool { return names(&a, namespace, ch.Claim, uid) && binding.Family(&a) == f }) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// names reports whether a's claimRef names the claim (bound to its UID or
+// pre-bound to its name).
+func names(a *v1alpha1.IPAddress, namespace, claim string, uid types.UID) bool {
+	ref := a.Spec.ClaimRef
+	return ref != nil && ref.Namespace == namespace && ref.Name == claim && (ref.UID == "" || ref.UID == uid)
+}
+
+// Request is a claim asking to be charged for families of class.
+type Request struct {
+	Claim    string
+	UID      types.UID
+	Class    string
+	Families []v1alpha1.IPFamily
+}
+
+// Decision is what charging a request against one quota comes to.
+type Decision struct {
+	// Charges is the quota's record after the charge; nil when it does not
+	// change (already charged, or refused).
+	Charges Charges
+	// Refusal says why the request does not fit; empty when it does.
+	Refusal string
+}
+
+// Decide charges req against rq, whose current charges are charges and
+// whose namespace's addresses (read from the API server) are addresses.
+func Decide(rq *corev1.ResourceQuota, req Request, charges Charges, addresses []v1alpha1.IPAddress) Decision {
+	keys := Keys(rq, req.Class)
+	var need []v1alpha1.IPFamily
+	for _, f := range req.Families {
+		if !charges.Holds(req.UID, f) && !slices.ContainsFunc(addresses, func(a v1alpha1.IPAddress) bool {
+			return names(&a, rq.Namespace, req.Claim, req.UID) && binding.Family(&a) == f
+		}) {
+			need = append(need, f)
+		}
+	}
+	if len(keys) == 0 || len(need) == 0 {
+		return Decision{}
+	}
+	used := Usage(rq, addresses, charges)
+	for _, k := range keys {
+		hard, have := rq.Spec.Hard[k], used[k]
+		if have.Value()+int64(len(need)) > hard.Value() {
+			return Decision{Refusal: exceeded(rq, k, have.Value(), len(need))}
+		}
+	}
+	out := Charges{}
+	for uid, ch := range charges {
+		out[uid] = ch
+	}
+	ch := out[req.UID]
+	ch.Claim, ch.Class = req.Claim, req.Class
+	ch.Families = append(slices.Clone(ch.Families), need...)
+	sort.Slice(ch.Families, func(i, j int) bool { return ch.Families[i] < ch.Families[j] })
+	out[req.UID] = ch
+	return Decision{Charges: out}
+}
+
+// Prune drops the charges that are settled (every family has an address
+// naming the claim) or whose claim is gone (live reports whether a claim
+// UID still exists). It returns nil when nothing is dropped.
+func Prune(rq *corev1.ResourceQuota, charges Charges, addresses []v1alpha1.IPAddress, live func(types.UID) bool) Charges {
+	out := Charges{}
+	for uid, ch := range charges {
+		if live(uid) && len(unsettled(uid, ch, rq.Namespace, addresses)) > 0 {
+			out[uid] = ch
+		}
+	}
+	if len(out) == len(charges) {
+		return nil
+	}
+	return out
+}
+
+// exceeded says that quota rq has no room on key k for need more
+// addresses, naming the quota, the key and the numbers.
+func exceeded(rq *corev1.ResourceQuota, k corev1.ResourceName, used int64, need int) string {
+	hard := rq.Spec.Hard[k]
+	return fmt.Sprintf("exceeded quota: ResourceQuota %s limits %s in namespace %s to %d; %d are in use and the claim needs %d more",
+		rq.Name, k, rq.Namespace, hard.Value(), used, need)
+}
+
+// Admit is the early refusal at a claim's creation: the first quota among
+// quotas whose limit on class the namespace's usage (addresses and charges,
+// as a cache shows them) already leaves no room for families more
+// addresses, said as a denial; "" when every quota has room. The exact
+// judgement is the binder's charge; this only spares a tenant a claim that
+// could not bind.
+func Admit(quotas []corev1.ResourceQuota, class string, families int, addresses []v1alpha1.IPAddress) string {
+	for i := range quotas {
+		rq := &quotas[i]
+		used := Usage(rq, addresses, ChargesOf(rq))
+		for _, k := range Keys(rq, class) {
+			hard, have := rq.Spec.Hard[k], used[k]
+			if have.Value()+int64(families) > hard.Value() {
+				return exceeded(rq, k, have.Value(), families)
+			}
+		}
+	}
+	return ""
+}

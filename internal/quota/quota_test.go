@@ -1,0 +1,146 @@
+package quota
+
+import (
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+func rq(hard map[corev1.ResourceName]int64, charges Charges) *corev1.ResourceQuota {
+	q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "q"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{}}}
+	for k, v := range hard {
+		q.Spec.Hard[k] = *resource.NewQuantity(v, resource.DecimalSI)
+	}
+	if charges != nil {
+		q.Annotations = map[string]string{ChargesAnnotation: charges.String()}
+	}
+	return q
+}
+
+func addr(ip, class, ns, claim string, uid types.UID) v1alpha1.IPAddress {
+	name, _ := v1alpha1.IPAddressName(ip)
+	a := v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1alpha1.IPAddressSpec{Address: ip, ClassName: class}}
+	if claim != "" {
+		a.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: ns, Name: claim, UID: uid}
+	}
+	return a
+}
+
+var (
+	public = ClassKey("public")
+	v4     = []v1alpha1.IPFamily{v1alpha1.IPv4}
+	dual   = []v1alpha1.IPFamily{v1alpha1.IPv4, v1alpha1.IPv6}
+)
+
+// TestUsage: what counts — every address naming the namespace, whatever
+// its phase (a Released one is still the namespace's), each unsettled
+// charge, a Dual claim as two.
+func TestUsage(t *testing.T) {
+	addrs := []v1alpha1.IPAddress{
+		addr("192.0.2.1", "public", "t", "a", "ua"),    // bound
+		addr("192.0.2.2", "public", "t", "gone", "ug"), // released, retained
+		addr("192.0.2.3", "public", "t", "b", ""),      // pre-bound: being provisioned
+		addr("192.0.2.4", "private", "t", "c", "uc"),   // another class
+		addr("192.0.2.5", "public", "other", "d", "ud"),
+		addr("192.0.2.6", "public", "", "", ""), // Available
+	}
+	charges := Charges{
+		"ua": {Claim: "a", Class: "public", Families: v4},   // settled
+		"ue": {Claim: "e", Class: "public", Families: dual}, // waiting: two
+	}
+	got := Usage(rq(map[corev1.ResourceName]int64{public: 10, AllClasses: 10}, nil), addrs, charges)
+	for k, want := range map[corev1.ResourceName]int64{public: 5, AllClasses: 6} {
+		if n := got[k]; n.Value() != want {
+			t.Errorf("%s = %d, want %d", k, n.Value(), want)
+		}
+	}
+}
+
+// TestDecide: a claim is charged only when every limit of its class has
+// room for the families no address names yet, and never twice.
+func TestDecide(t *testing.T) {
+	full := []v1alpha1.IPAddress{addr("192.0.2.1", "public", "t", "a", "ua"), addr("192.0.2.2", "public", "t", "b", "ub")}
+	for _, tc := range []struct {
+		name      string
+		hard      map[corev1.ResourceName]int64
+		charges   Charges
+		addresses []v1alpha1.IPAddress
+		req       Request
+		charged   []v1alpha1.IPFamily
+		refused   bool
+	}{
+		{"1 room: charged", map[corev1.ResourceName]int64{public: 3}, nil, full, Request{"c", "uc", "public", v4}, v4, false},
+		{"2 the last place", map[corev1.ResourceName]int64{public: 2}, nil, full[:1], Request{"c", "uc", "public", v4}, v4, false},
+		{"3 no room: refused", map[corev1.ResourceName]int64{public: 2}, nil, full, Request{"c", "uc", "public", v4}, nil, true},
+		{"4 a Dual claim needs two places", map[corev1.ResourceName]int64{public: 3}, nil, full, Request{"c", "uc", "public", dual}, nil, true},
+		{"5 the all-classes key counts every class", map[corev1.ResourceName]int64{AllClasses: 2}, nil, full, Request{"c", "uc", "private", v4}, nil, true},
+		{"6 another class's key does not limit", map[corev1.ResourceName]int64{ClassKey("private"): 0}, nil, full, Request{"c", "uc", "public", v4}, nil, false},
+		{"7 already charged: nothing", map[corev1.ResourceName]int64{public: 3}, Charges{"uc": {Claim: "c", Class: "public", Families: v4}}, full, Request{"c", "uc", "public", v4}, nil, false},
+		{"8 a waiting charge holds its place", map[corev1.ResourceName]int64{public: 3}, Charges{"ux": {Claim: "x", Class: "public", Families: v4}}, full, Request{"c", "uc", "public", v4}, nil, true},
+		{"9 a family an address names needs no charge", map[corev1.ResourceName]int64{public: 2}, nil, full, Request{"a", "ua", "public", v4}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := rq(tc.hard, tc.charges)
+			d := Decide(q, tc.req, ChargesOf(q), tc.addresses)
+			if (d.Refusal != "") != tc.refused {
+				t.Fatalf("refusal %q, want refused %v", d.Refusal, tc.refused)
+			}
+			if got := fmt.Sprint(d.Charges[tc.req.UID].Families); tc.charged != nil && got != fmt.Sprint(tc.charged) {
+				t.Errorf("charged %s, want %v", got, tc.charged)
+			}
+			if tc.charged == nil && d.Charges != nil {
+				t.Errorf("charges written: %v", d.Charges)
+			}
+		})
+	}
+}
+
+// TestDecideRefusalNamesEverything: the refusal a tenant reads names the
+// quota, the key, the namespace and the numbers.
+func TestDecideRefusalNamesEverything(t *testing.T) {
+	q := rq(map[corev1.ResourceName]int64{public: 1}, nil)
+	d := Decide(q, Request{"c", "uc", "public", v4}, nil, []v1alpha1.IPAddress{addr("192.0.2.1", "public", "t", "a", "ua")})
+	want := "exceeded quota: ResourceQuota q limits public.ipaddressclass.local.sdn.cozystack.io/addresses in namespace t to 1; 1 are in use and the claim needs 1 more"
+	if d.Refusal != want {
+		t.Errorf("refusal\n  %q\nwant\n  %q", d.Refusal, want)
+	}
+}
+
+// TestPrune: settled charges and those of gone claims go; a waiting one
+// of a live claim stays.
+func TestPrune(t *testing.T) {
+	q := rq(map[corev1.ResourceName]int64{public: 5}, nil)
+	charges := Charges{
+		"ua": {Claim: "a", Class: "public", Families: v4},   // settled
+		"ug": {Claim: "g", Class: "public", Families: v4},   // claim gone
+		"uw": {Claim: "w", Class: "public", Families: dual}, // half settled, live
+	}
+	addrs := []v1alpha1.IPAddress{addr("192.0.2.1", "public", "t", "a", "ua"), addr("192.0.2.2", "public", "t", "w", "uw")}
+	got := Prune(q, charges, addrs, func(uid types.UID) bool { return uid != "ug" })
+	if len(got) != 1 || got["uw"].Claim != "w" {
+		t.Errorf("pruned to %v, want only w's", got)
+	}
+	if Prune(q, Charges{"uw": charges["uw"]}, addrs, func(types.UID) bool { return true }) != nil {
+		t.Error("nothing to prune should return nil")
+	}
+}
+
+// TestAdmit: the early refusal at creation, from what a cache shows.
+func TestAdmit(t *testing.T) {
+	quotas := []corev1.ResourceQuota{*rq(map[corev1.ResourceName]int64{public: 1}, nil)}
+	if got := Admit(quotas, "public", 1, nil); got != "" {
+		t.Errorf("an empty namespace refused: %s", got)
+	}
+	if got := Admit(quotas, "public", 2, nil); got == "" {
+		t.Error("a Dual claim admitted against a limit of 1")
+	}
+	if got := Admit(quotas, "private", 1, []v1alpha1.IPAddress{addr("192.0.2.1", "public", "t", "a", "ua")}); got != "" {
+		t.Errorf("another class refused: %s", got)
+	}
+}

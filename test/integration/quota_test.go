@@ -1,0 +1,187 @@
+package integration
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/quota"
+)
+
+// Address quotas (package quota): limits in a ResourceQuota, counted in
+// addresses, enforced by the binder's charges.
+
+// createQuota creates ResourceQuota name in the test's namespace limiting
+// the given keys.
+func (e *env) createQuota(name string, hard map[corev1.ResourceName]int64) *corev1.ResourceQuota {
+	e.t.Helper()
+	rq := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{}}}
+	for k, v := range hard {
+		rq.Spec.Hard[k] = *resource.NewQuantity(v, resource.DecimalSI)
+	}
+	e.create(rq)
+	return rq
+}
+
+// quotaUsed is the usage the core wrote into the quota's status.
+func (e *env) quotaUsed(g Gomega, name string, key corev1.ResourceName) int64 {
+	var rq corev1.ResourceQuota
+	g.Expect(k8s.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: name}, &rq)).To(Succeed())
+	used := rq.Status.Used[key]
+	return used.Value()
+}
+
+// claimsByPhase counts the test's claims: Bound ones, and Pending ones
+// whose Bound condition says QuotaExceeded.
+func (e *env) claimsByPhase(g Gomega) (bound, exceeded int) {
+	var claims v1alpha1.IPAddressClaimList
+	g.Expect(k8s.List(e.ctx, &claims, client.InNamespace(e.ns))).To(Succeed())
+	for _, c := range claims.Items {
+		switch cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound); {
+		case c.Status.Phase == v1alpha1.ClaimBound:
+			bound++
+		case cond != nil && cond.Reason == v1alpha1.ReasonQuotaExceeded:
+			exceeded++
+		}
+	}
+	return bound, exceeded
+}
+
+// Twenty claims created at once against a quota of three, two binders
+// running without leader election: exactly three bind, never more, and
+// the others say why they wait. The quota's status shows the usage.
+func TestQuota_ExactUnderTwoBinders(t *testing.T) {
+	e := newEnv(t)
+	class := e.class("public")
+	e.createClass(class)
+	for i := range 25 {
+		e.createAddress(e.v4(i+1), class)
+	}
+	key := quota.ClassKey(class)
+	e.createQuota("addresses", map[corev1.ResourceName]int64{key: 3})
+	startManager(t)
+	startManager(t)
+
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() { e.create(e.newClaim(fmt.Sprintf("c%02d", i), class)) })
+	}
+	wg.Wait()
+	e.eventuallyWithin(eventuallyMany, func(g Gomega) {
+		bound, exceeded := e.claimsByPhase(g)
+		g.Expect(bound).To(Equal(3))
+		g.Expect(exceeded).To(Equal(17))
+		g.Expect(e.quotaUsed(g, "addresses", key)).To(Equal(int64(3)))
+	}, "three claims Bound, seventeen QuotaExceeded, usage 3")
+	e.consistently(2*time.Second, func(g Gomega) {
+		bound, _ := e.claimsByPhase(g)
+		g.Expect(bound).To(Equal(3))
+	})
+	var c v1alpha1.IPAddressClaim
+	for i := range 20 {
+		e.g.Expect(k8s.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: fmt.Sprintf("c%02d", i)}, &c)).To(Succeed())
+		if c.Status.Phase != v1alpha1.ClaimBound {
+			cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound)
+			e.g.Expect(cond.Message).To(Equal(fmt.Sprintf(
+				"exceeded quota: ResourceQuota addresses limits %s in namespace %s to 3; 3 are in use and the claim needs 1 more", key, e.ns)))
+			break
+		}
+	}
+}
+
+// A Released address under Retain is still the namespace's: it counts
+// until it is recycled, and then the place goes to a waiting claim. The
+// all-classes key counts every class.
+func TestQuota_ReleasedCountsUntilRecycled(t *testing.T) {
+	e := newEnv(t)
+	class := e.class("public")
+	e.createClass(class)
+	first := e.createAddress(e.v4(1), class)
+	e.createAddress(e.v4(2), class)
+	e.createQuota("all", map[corev1.ResourceName]int64{quota.AllClasses: 1})
+	startManager(t)
+
+	old := e.createClaim("old", class)
+	e.claimBoundTo("old", first.Name)
+	e.delete(old)
+	e.addressPhase(first.Name, v1alpha1.AddressReleased)
+
+	e.createClaim("new", class)
+	e.eventually(func(g Gomega) {
+		c := e.getClaim(g, "new")
+		cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Reason).To(Equal(v1alpha1.ReasonQuotaExceeded))
+		g.Expect(e.quotaUsed(g, "all", quota.AllClasses)).To(Equal(int64(1)))
+	}, "the Released address holds the only place")
+
+	// An admin recycles it: the place is free, the waiting claim binds.
+	e.update(first, func() { first.Spec.ClaimRef = nil })
+	e.eventually(func(g Gomega) {
+		g.Expect(e.getClaim(g, "new").Status.Phase).To(Equal(v1alpha1.ClaimBound))
+		g.Expect(e.quotaUsed(g, "all", quota.AllClasses)).To(Equal(int64(1)))
+	}, "the waiting claim binds once the address is recycled")
+}
+
+// The API server's own object-count quota on claims works as for any
+// resource: count/ipaddressclaims.local.sdn.cozystack.io.
+func TestQuota_ClaimCount(t *testing.T) {
+	e := newEnv(t)
+	class := e.class("public")
+	e.createClass(class)
+	e.createQuota("claims", map[corev1.ResourceName]int64{"count/ipaddressclaims.local.sdn.cozystack.io": 2})
+	e.eventually(func(g Gomega) {
+		var rq corev1.ResourceQuota
+		g.Expect(k8s.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "claims"}, &rq)).To(Succeed())
+		g.Expect(rq.Status.Hard).NotTo(BeEmpty())
+	}, "kube-controller-manager has seen the quota")
+	e.createClaim("a", class)
+	e.createClaim("b", class)
+	err := k8s.Create(e.ctx, e.newClaim("c", class))
+	e.g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "the third claim: %v", err)
+	e.g.Expect(err.Error()).To(ContainSubstring("exceeded quota: claims"))
+}
+
+// The driver provisions only what a quota charged: twenty claims of a
+// MetalLB class at once against a quota of three get exactly three
+// addresses — no more IPAddress objects, no more of MetalLB's pool.
+func TestQuota_DriverProvisionsOnlyCharged(t *testing.T) {
+	e := newEnvForDriver(t)
+	startManager(t) // a second binder, without leader election
+	startDriver(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/27"), v1alpha1.ReclaimDelete)
+	key := quota.ClassKey(class)
+	e.createQuota("addresses", map[corev1.ResourceName]int64{key: 3})
+
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() { e.create(e.newClaim(fmt.Sprintf("c%02d", i), class)) })
+	}
+	wg.Wait()
+	e.eventuallyWithin(eventuallyMany, func(g Gomega) {
+		bound, exceeded := e.claimsByPhase(g)
+		g.Expect(bound).To(Equal(3))
+		g.Expect(exceeded).To(Equal(17))
+	}, "three claims Bound, seventeen QuotaExceeded")
+	e.consistently(2*time.Second, func(g Gomega) {
+		var addrs v1alpha1.IPAddressList
+		g.Expect(k8s.List(e.ctx, &addrs)).To(Succeed())
+		n := 0
+		for _, a := range addrs.Items {
+			if a.Spec.ClassName == class {
+				n++
+			}
+		}
+		g.Expect(n).To(Equal(3), "addresses of the class")
+	})
+}
