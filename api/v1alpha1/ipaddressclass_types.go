@@ -45,6 +45,19 @@ type IPAddressClassSpec struct {
 	// +optional
 	ReleaseDelay *metav1.Duration `json:"releaseDelay,omitempty"`
 
+	// KeepReleasedInNamespace keeps a Released address its namespace's: a
+	// new claim of the same namespace, class and family binds it again —
+	// a Released address last bound to a claim of the same name first, then
+	// the one released longest ago — before any Available address is
+	// matched or a new one provisioned, and no other namespace gets it until
+	// it is recycled (releaseDelay or an admin). Auto-claims then follow the
+	// addresses' reclaimPolicy instead of always deleting them, so a
+	// LoadBalancer Service deleted and created again gets its address back.
+	// Off (the default): a Released address waits for an admin or the
+	// releaseDelay.
+	// +optional
+	KeepReleasedInNamespace bool `json:"keepReleasedInNamespace,omitempty"`
+
 	// Parameters is an opaque object for the class's driver (for MetalLB:
 	// {pool: <IPAddressPool name>}). The core never reads it.
 	// +optional

@@ -110,6 +110,7 @@ func TestQuota_ReleasedCountsUntilRecycled(t *testing.T) {
 	e.createAddress(e.v4(2), class)
 	e.createQuota("all", map[corev1.ResourceName]int64{quota.AllClasses: 1})
 	startManager(t)
+	e.addressPhase(first.Name, v1alpha1.AddressAvailable)
 
 	old := e.createClaim("old", class)
 	e.claimBoundTo("old", first.Name)

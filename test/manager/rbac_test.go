@@ -19,6 +19,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/quota"
 	"github.com/cozystack/address-controller/test/controlplane"
 	"github.com/cozystack/address-controller/test/metallb"
 	"github.com/cozystack/address-controller/test/proc"
@@ -397,6 +399,21 @@ func (w workload) core() {
 		g.Expect(k8s.Update(ctx, kept)).To(Succeed())
 		g.Eventually(phase).Should(Equal(v1alpha1.AddressAvailable))
 	}
+
+	// An address quota: the claim is charged (the quota read past the
+	// cache and patched) and the usage written into the quota's status.
+	key := quota.ClassKey("kept")
+	g.Expect(k8s.Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "addresses"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{key: resource.MustParse("1")}}})).To(Succeed())
+	g.Expect(k8s.Create(ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "quoted"},
+		Spec: v1alpha1.IPAddressClaimSpec{ClassName: "kept", Family: v1alpha1.IPv4}})).To(Succeed())
+	g.Eventually(w.claimPhase("quoted")).Should(Equal(v1alpha1.ClaimBound))
+	g.Eventually(func(g Gomega) {
+		var rq corev1.ResourceQuota
+		g.Expect(k8s.Get(ctx, client.ObjectKey{Namespace: "default", Name: "addresses"}, &rq)).To(Succeed())
+		used := rq.Status.Used[key]
+		g.Expect(used.Value()).To(Equal(int64(1)))
+	}).Should(Succeed(), "the usage in the quota's status")
 }
 
 // driver: a class of a MetalLB pool (its status), a claim provisioned and

@@ -361,5 +361,13 @@ func TestWalkthrough(t *testing.T) {
 			err := r.c.Get(ctx, client.ObjectKey{Namespace: "shop", Name: "api"}, &v1alpha1.IPAddressClaim{})
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Dual claim was refused: %v", err)
 		}},
+		{after: "keepReleasedInNamespace", check: func() {
+			c := r.claim("default", "blog")
+			g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimBound))
+			g.Expect(c.Status.Addresses).To(HaveLen(1))
+			svc := &corev1.Service{}
+			g.Expect(r.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "blog"}, svc)).To(Succeed())
+			g.Expect(svc.Status.LoadBalancer.Ingress).To(ContainElement(HaveField("IP", c.Status.Addresses[0].Address)))
+		}},
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
 )
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -128,3 +129,19 @@ func inPhase(p v1alpha1.AddressPhase) func(*v1alpha1.IPAddress) {
 }
 
 func reclaimDelete(a *v1alpha1.IPAddress) { a.Spec.ReclaimPolicy = v1alpha1.ReclaimDelete }
+
+// releasedFrom: Released at since from claim namespace/name, an earlier
+// claim's binding.
+func releasedFrom(namespace, name string, since time.Time) func(*v1alpha1.IPAddress) {
+	return func(a *v1alpha1.IPAddress) {
+		a.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: namespace, Name: name, UID: types.UID("uid-earlier-" + name)}
+		binding.SetPhase(&a.Status, v1alpha1.AddressReleased, "released", since)
+	}
+}
+
+// attachedTo: the driver reports the address attached to Service name.
+func attachedTo(name string) func(*v1alpha1.IPAddress) {
+	return func(a *v1alpha1.IPAddress) {
+		a.Status.AssociatedTo = &v1alpha1.WorkloadReference{Kind: "Service", Namespace: ns, Name: name}
+	}
+}

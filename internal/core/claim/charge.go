@@ -32,10 +32,13 @@ func (r *Reconciler) charge(ctx context.Context, s *snapshot) (string, error) {
 	if class == nil || claim.DeletionTimestamp != nil {
 		return "", nil
 	}
+	// A family the claim holds, or is pre-bound to, is counted already;
+	// so is one it takes back from its namespace (keepReleasedInNamespace).
 	named := map[v1alpha1.IPFamily]bool{}
 	for i := range s.addresses {
-		if binding.Names(&s.addresses[i], claim) {
-			named[binding.Family(&s.addresses[i])] = true
+		a := &s.addresses[i]
+		if f := binding.Family(a); binding.Holds(a, claim) || binding.PreBound(a, claim) || rebindable(a, claim, class, f) {
+			named[f] = true
 		}
 	}
 	need := binding.MissingFamilies(claim, named)

@@ -319,6 +319,16 @@ func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressCl
 	}
 	var out []v1alpha1.IPAddress
 	for _, f := range claim.Spec.Family.Families() {
+		kept, err := r.keptInNamespace(ctx, claim, class, f)
+		if kept != nil || err != nil {
+			if kept != nil {
+				out = append(out, *kept)
+			}
+			if err != nil {
+				return out, err
+			}
+			continue
+		}
 		// Read-only and uncopied: a pool may hold many Available addresses
 		// and only the smallest free one is passed on.
 		var list v1alpha1.IPAddressList
@@ -336,6 +346,32 @@ func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressCl
 		}
 	}
 	return out, nil
+}
+
+// keptInNamespace is, in a class that keeps Released addresses in their
+// namespace, the one of family f the claim takes before anything else
+// (rebindable, releasedFirst), reserved for this pass; nil when there is
+// none. Only in-flight ones: errBusy, since an Available address must not
+// be taken while the namespace still has one of its own.
+func (r *Reconciler) keptInNamespace(ctx context.Context, claim *v1alpha1.IPAddressClaim, class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) (*v1alpha1.IPAddress, error) {
+	if !class.Spec.KeepReleasedInNamespace {
+		return nil, nil
+	}
+	var list v1alpha1.IPAddressList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{index.AddressPool: index.PoolKey(class.Name, f, v1alpha1.AddressReleased)}); err != nil {
+		return nil, err
+	}
+	kept := r.assumed.overlay(list.Items, func(a *v1alpha1.IPAddress) bool { return rebindable(a, claim, class, f) })
+	slices.SortFunc(kept, releasedFirst(claim))
+	for i := range kept {
+		if r.assumed.reserve(kept[i].Name) {
+			return &kept[i], nil
+		}
+	}
+	if len(kept) > 0 {
+		return nil, errBusy
+	}
+	return nil, nil
 }
 
 // bind writes an address's claimRef, preconditioned on the resource version

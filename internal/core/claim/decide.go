@@ -209,18 +209,14 @@ type waiting struct{ reason, message string }
 // candidate, why the claim waits.
 func (p *plan) match(s snapshot, class *v1alpha1.IPAddressClass, missing []v1alpha1.IPFamily) (matched []v1alpha1.IPAddress, wait waiting) {
 	claim := s.claim
-	candidates := slices.Clone(s.addresses)
-	binding.SortByName(candidates)
 	var waitingFor []string
 	for _, f := range missing {
-		i := slices.IndexFunc(candidates, func(a v1alpha1.IPAddress) bool {
-			return matchable(&a, class.Name, f) && (claim.Spec.AddressName == "" || a.Name == claim.Spec.AddressName)
-		})
-		if i < 0 {
+		picked := pick(s.addresses, claim, class, f)
+		if picked == nil {
 			waitingFor = append(waitingFor, string(f))
 			continue
 		}
-		a := candidates[i].DeepCopy()
+		a := picked.DeepCopy()
 		a.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: claim.Namespace, Name: claim.Name, UID: claim.UID}
 		p.bind = append(p.bind, a)
 		matched = append(matched, *a)
@@ -242,6 +238,32 @@ func (p *plan) match(s snapshot, class *v1alpha1.IPAddressClass, missing []v1alp
 	return matched, wait
 }
 
+// pick is the candidate a claim binds for family f: one its class keeps
+// for it in its namespace (rebindable, in releasedFirst order), else the
+// Available one with the smallest name — spec.addressName's when the claim
+// names one (which never takes a kept address). nil when there is none.
+func pick(candidates []v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim, class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) *v1alpha1.IPAddress {
+	var kept, free []v1alpha1.IPAddress
+	for i := range candidates {
+		a := &candidates[i]
+		switch {
+		case claim.Spec.AddressName == "" && rebindable(a, claim, class, f):
+			kept = append(kept, *a)
+		case matchable(a, class.Name, f) && (claim.Spec.AddressName == "" || a.Name == claim.Spec.AddressName):
+			free = append(free, *a)
+		}
+	}
+	if len(kept) > 0 {
+		a := slices.MinFunc(kept, releasedFirst(claim))
+		return &a
+	}
+	if len(free) > 0 {
+		a := slices.MinFunc(free, func(a, b v1alpha1.IPAddress) int { return strings.Compare(a.Name, b.Name) })
+		return &a
+	}
+	return nil
+}
+
 // free: phase Available (so accepted by the address reconciler), no
 // claimRef, not being deleted.
 func free(a *v1alpha1.IPAddress) bool {
@@ -251,6 +273,44 @@ func free(a *v1alpha1.IPAddress) bool {
 // matchable: free, of the class and family.
 func matchable(a *v1alpha1.IPAddress, class string, f v1alpha1.IPFamily) bool {
 	return free(a) && a.Spec.ClassName == class && binding.Family(a) == f
+}
+
+// rebindable: an address of family f that class keeps in the claim's
+// namespace (KeepReleasedInNamespace) — Released, last bound to another
+// claim of that namespace — and that its driver has taken back from every
+// workload: bound again while its old Service still held it, it would be
+// handed between two Services at once.
+func rebindable(a *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim, class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) bool {
+	ref := a.Spec.ClaimRef
+	return class.Spec.KeepReleasedInNamespace && a.Status.Phase == v1alpha1.AddressReleased && a.DeletionTimestamp == nil &&
+		ref != nil && ref.Namespace == claim.Namespace && ref.UID != claim.UID &&
+		a.Spec.ClassName == class.Name && binding.Family(a) == f &&
+		a.Status.AssociatedTo == nil && a.Status.Holding == nil
+}
+
+// releasedFirst orders the addresses a claim may take back: the one last
+// bound to a claim of its name first, then the one released longest ago
+// (its Bound condition's lastTransitionTime), then by name.
+func releasedFirst(claim *v1alpha1.IPAddressClaim) func(a, b v1alpha1.IPAddress) int {
+	return func(a, b v1alpha1.IPAddress) int {
+		if na, nb := a.Spec.ClaimRef.Name == claim.Name, b.Spec.ClaimRef.Name == claim.Name; na != nb {
+			if na {
+				return -1
+			}
+			return 1
+		}
+		if c := releasedAt(&a).Compare(releasedAt(&b)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	}
+}
+
+func releasedAt(a *v1alpha1.IPAddress) time.Time {
+	if c := meta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionBound); c != nil {
+		return c.LastTransitionTime.Time
+	}
+	return time.Time{}
 }
 
 // setStatus recomputes the claim status from the bound addresses and records

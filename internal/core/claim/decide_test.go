@@ -3,6 +3,7 @@ package claim
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -69,6 +70,7 @@ func summarize(claim *v1alpha1.IPAddressClaim, p plan) outcome {
 func TestDecide(t *testing.T) {
 	public := newClass("public", asDefault)
 	private := newClass("private")
+	kept := newClass("kept", asDefault, func(c *v1alpha1.IPAddressClass) { c.Spec.KeepReleasedInNamespace = true })
 	claim := newClaim("web")
 	dual := newClaim("web", withFamily(v1alpha1.Dual))
 	tests := []struct {
@@ -244,6 +246,65 @@ func TestDecide(t *testing.T) {
 				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonWaitingForProvisioning},
 		},
 		{
+			name:  "4-7 keep: the namespace's Released address of the same name is taken back before any Available one",
+			claim: claim,
+			addresses: []v1alpha1.IPAddress{
+				newAddress("203.0.113.1", "kept"),
+				newAddress("203.0.113.2", "kept", releasedFrom(ns, "api", now.Add(-2*time.Hour))),
+				newAddress("203.0.113.3", "kept", releasedFrom(ns, "web", now.Add(-time.Hour))),
+			},
+			classes: []v1alpha1.IPAddressClass{kept},
+			want: outcome{stamp: "p.example.com/kept", bind: []string{"ip-203-0-113-3 -> tenant/web uid-web"}, phase: v1alpha1.ClaimBound,
+				className: "kept", addresses: []string{"ip-203-0-113-3"}, classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonBound},
+		},
+		{
+			name:  "4-7 keep: otherwise the one released longest ago",
+			claim: claim,
+			addresses: []v1alpha1.IPAddress{
+				newAddress("203.0.113.2", "kept", releasedFrom(ns, "db", now.Add(-time.Hour))),
+				newAddress("203.0.113.3", "kept", releasedFrom(ns, "api", now.Add(-2*time.Hour))),
+			},
+			classes: []v1alpha1.IPAddressClass{kept},
+			want: outcome{stamp: "p.example.com/kept", bind: []string{"ip-203-0-113-3 -> tenant/web uid-web"}, phase: v1alpha1.ClaimBound,
+				className: "kept", addresses: []string{"ip-203-0-113-3"}, classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonBound},
+		},
+		{
+			name:      "4-7 keep: another namespace's Released address is never taken",
+			claim:     claim,
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.2", "kept", releasedFrom("other", "web", now.Add(-time.Hour)))},
+			classes:   []v1alpha1.IPAddressClass{kept},
+			want: outcome{stamp: "p.example.com/kept", phase: v1alpha1.ClaimPending, className: "kept",
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonWaitingForProvisioning},
+		},
+		{
+			name:      "4-7 keep: a Released address still attached to its old Service is not taken yet",
+			claim:     claim,
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.2", "kept", releasedFrom(ns, "web", now.Add(-time.Hour)), attachedTo("web"))},
+			classes:   []v1alpha1.IPAddressClass{kept},
+			want: outcome{stamp: "p.example.com/kept", phase: v1alpha1.ClaimPending, className: "kept",
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonWaitingForProvisioning},
+		},
+		{
+			name:      "4-7 without keep, a Released address of the namespace is never taken",
+			claim:     claim,
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.2", "public", releasedFrom(ns, "web", now.Add(-time.Hour)))},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want: outcome{stamp: "p.example.com/public", phase: v1alpha1.ClaimPending, className: "public",
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonWaitingForProvisioning},
+		},
+		{
+			name:  "4-7 keep: a Dual claim takes back one of each family",
+			claim: dual,
+			addresses: []v1alpha1.IPAddress{
+				newAddress("203.0.113.2", "kept", releasedFrom(ns, "web", now.Add(-time.Hour))),
+				newAddress("2001:db8::2", "kept", releasedFrom(ns, "web", now.Add(-time.Hour))),
+				newAddress("2001:db8::1", "kept"),
+			},
+			classes: []v1alpha1.IPAddressClass{kept},
+			want: outcome{stamp: "p.example.com/kept", bind: []string{"ip-203-0-113-2 -> tenant/web uid-web", "ip-2001-db8--2 -> tenant/web uid-web"}, phase: v1alpha1.ClaimBound,
+				className: "kept", addresses: []string{"ip-2001-db8--2", "ip-203-0-113-2"}, classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonBound},
+		},
+		{
 			name:      "4-7 Dual binds one address of each family",
 			claim:     dual,
 			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public"), newAddress("2001:db8::7", "public")},
@@ -349,6 +410,13 @@ func TestDecide(t *testing.T) {
 			claim:     newClaim("web", deleting, ownedByController),
 			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", boundTo(claim))},
 			want:      outcome{remove: []string{"ip-203-0-113-7"}, removeFinalizer: true},
+		},
+		{
+			name:      "6-2 keep: a controller-owned claim's addresses follow their policy, Released in the namespace",
+			claim:     newClaim("web", deleting, ownedByController, withClass("kept")),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "kept", boundTo(claim))},
+			classes:   []v1alpha1.IPAddressClass{kept},
+			want:      outcome{release: []string{"ip-203-0-113-7 Released"}, removeFinalizer: true, events: []string{"Normal Released"}},
 		},
 		{
 			name:  "6-3 a claim without the finalizer is left to go",

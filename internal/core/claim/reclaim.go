@@ -26,7 +26,12 @@ func decideReclaim(s snapshot) plan {
 		var scratch plan
 		bound = append(bound, scratch.acceptPreBindings(claim, &s.class, preBound, families(bound))...)
 	}
-	owned := metav1.GetControllerOf(claim) != nil
+	// A claim a controller owns (an auto-claim) takes its addresses with it
+	// [6-2] — unless its class keeps Released addresses in their namespace:
+	// then they follow their reclaimPolicy, and the Service created again
+	// gets them back.
+	keeps := s.class.class != nil && s.class.class.Spec.KeepReleasedInNamespace
+	owned := metav1.GetControllerOf(claim) != nil && !keeps
 	for _, a := range bound {
 		a := a.DeepCopy()
 		switch {

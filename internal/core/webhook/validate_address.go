@@ -72,7 +72,9 @@ func ValidateAddressUpdate(oldAddr, newAddr *v1alpha1.IPAddress, u authenticatio
 // never clears a live binding (phase is the address's): the claim would
 // lose its address, and its Service the address, without reclaim running.
 // Drivers and admins bind only by creating an address pre-bound, which is
-// not an update. Nobody re-points a binding in place, for the same reason.
+// not an update. Nobody re-points a binding in place, for the same reason —
+// but the core, which binds a Released address to another claim of the same
+// namespace when its class keeps it there (keepReleasedInNamespace).
 func validateClaimRefUpdate(o, n *v1alpha1.ClaimReference, phase v1alpha1.AddressPhase, u authenticationv1.UserInfo, p Principals, fldPath *field.Path) field.ErrorList {
 	switch {
 	case o == nil && n == nil:
@@ -85,6 +87,10 @@ func validateClaimRefUpdate(o, n *v1alpha1.ClaimReference, phase v1alpha1.Addres
 		return field.ErrorList{field.Forbidden(fldPath, fmt.Sprintf(msgClearLive, phaseOrNone(phase), o.Namespace, o.Name))}
 	case n == nil:
 		return forbiddenUnless(p.IsAdmin(u), fldPath, msgClearBind)
+	case rebinds(o, n, phase) && p.IsCore(u):
+		// A class that keeps Released addresses in their namespace: the
+		// core binds one to another claim of the same namespace.
+		return nil
 	case o.Namespace != n.Namespace || o.Name != n.Name:
 		return field.ErrorList{field.Forbidden(fldPath, msgRepoint)}
 	case o.UID == n.UID:
@@ -96,6 +102,12 @@ func validateClaimRefUpdate(o, n *v1alpha1.ClaimReference, phase v1alpha1.Addres
 		// would let such a claim accept the binding as its own.
 		return field.ErrorList{field.Forbidden(fldPath.Child("uid"), msgRepoint)}
 	}
+}
+
+// rebinds: a Released address's binding moves to another claim of the
+// same namespace, with that claim's UID.
+func rebinds(o, n *v1alpha1.ClaimReference, phase v1alpha1.AddressPhase) bool {
+	return phase == v1alpha1.AddressReleased && o.Namespace == n.Namespace && n.UID != "" && n.UID != o.UID
 }
 
 // ValidateAddressStatusUpdate keeps each part of an address's status to its

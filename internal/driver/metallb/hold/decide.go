@@ -195,7 +195,8 @@ func workload(s snapshot, p *plan) *corev1.Service {
 }
 
 // attachable are the LoadBalancer Services naming the claim that the
-// address may go to, the driver's current one first, then by age.
+// address may go to, the claim's current one (pinned with any of its
+// addresses) first, then by age.
 func attachable(s snapshot, p *plan) []*corev1.Service {
 	var cands []*corev1.Service
 	for _, svc := range s.candidates {
@@ -210,8 +211,21 @@ func attachable(s snapshot, p *plan) []*corev1.Service {
 		}
 		cands = append(cands, svc)
 	}
+	// The claim's workload is one for all its addresses: the Service the
+	// driver pinned any of them to comes first, so that the pass over one
+	// family never picks another Service than the pass over the other (a
+	// pin of both on a second Service would take the first's address).
+	ips := []netip.Addr{s.ip}
+	for _, sib := range s.siblings {
+		if ip, err := netip.ParseAddr(sib.Spec.Address); err == nil {
+			ips = append(ips, ip)
+		}
+	}
+	pinnedAny := func(svc *corev1.Service) bool {
+		return slices.ContainsFunc(ips, func(ip netip.Addr) bool { return pinnedWith(svc, ip) })
+	}
 	slices.SortFunc(cands, func(a, b *corev1.Service) int {
-		if pa, pb := pinnedWith(a, s.ip), pinnedWith(b, s.ip); pa != pb {
+		if pa, pb := pinnedAny(a), pinnedAny(b); pa != pb {
 			if pa {
 				return -1
 			}

@@ -24,6 +24,7 @@ package provision
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -253,6 +254,13 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) (recheck time.Dura
 			return 0, err
 		}
 		s.available[f] = len(avail.Items) > 0
+		if !s.available[f] && s.object != nil && s.object.Spec.KeepReleasedInNamespace {
+			kept, err := r.keptInNamespace(ctx, s.claim, s.class.Name, f)
+			if err != nil {
+				return 0, err
+			}
+			s.available[f] = kept
+		}
 	}
 	now := time.Now()
 	list := r.used[s.class.Name]
@@ -373,4 +381,17 @@ func (r *Reconciler) claimsIn(ctx context.Context, o client.Object) []reconcile.
 		return nil
 	}
 	return index.Requests(ctx, r.Client, &v1alpha1.IPAddressClaimList{}, client.InNamespace(o.GetNamespace()))
+}
+
+// keptInNamespace reports whether the claim's class keeps a Released
+// address of family f in the claim's namespace: the core binds that one to
+// the claim, so nothing is provisioned for it.
+func (r *Reconciler) keptInNamespace(ctx context.Context, claim *v1alpha1.IPAddressClaim, class string, f v1alpha1.IPFamily) (bool, error) {
+	var released v1alpha1.IPAddressList
+	if err := r.Client.List(ctx, &released, client.MatchingFields{index.AddressPool: index.PoolKey(class, f, v1alpha1.AddressReleased)}); err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(released.Items, func(a v1alpha1.IPAddress) bool {
+		return a.DeletionTimestamp == nil && a.Spec.ClaimRef != nil && a.Spec.ClaimRef.Namespace == claim.Namespace
+	}), nil
 }
