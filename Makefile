@@ -141,6 +141,8 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy code, CRDs (config/crd), RBAC
 	$(CONTROLLER_GEN) rbac:roleName=metallb-iad paths=./internal/driver/... output:rbac:artifacts:config=config/rbac/metallb-iad
 	$(CONTROLLER_GEN) webhook paths=./internal/core/webhook/... output:webhook:artifacts:config=config/webhook
 	go run ./test/apidocs config/crd docs/api.md
+	@# The core chart ships the CRDs as they are generated (test/charts checks it).
+	cp config/crd/*.yaml charts/address-controller/crds/
 	$(MAKE) --no-print-directory $(CERT_MANAGER_CHART)
 
 # The core chart's optional cert-manager dependency (certManager.install),
@@ -163,7 +165,7 @@ $(CERT_MANAGER_CHART):
 # finds nothing stale leaves every file (and its mtime) as it was; comparing
 # with the working tree rather than git's index keeps this usable while
 # sources are still uncommitted.
-GENERATED := api config docs/api.md $(CERT_MANAGER_CHART)
+GENERATED := api config docs/api.md charts/address-controller/crds $(CERT_MANAGER_CHART)
 .PHONY: verify
 verify: $(CONTROLLER_GEN) ## Fail if generated files are stale or go.mod/go.sum are not tidy.
 	@scratch=$$(mktemp -d); trap 'chmod -R u+w $$scratch; rm -rf $$scratch' EXIT; \

@@ -66,11 +66,16 @@ type IPAddressClassSpec struct {
 	Parameters *runtime.RawExtension `json:"parameters,omitempty"`
 }
 
-// IPAddressClassStatus is the driver's report on a class. The core never
-// writes it; it reads the Ready condition to tell waiting claims why.
+// IPAddressClassStatus reports on a class. Its driver writes Ready and
+// capacity (its backend's view); the core writes addresses and the
+// Exhausted and NearlyExhausted conditions (the view of the class's
+// IPAddress objects, and of capacity where the driver reports it).
 type IPAddressClassStatus struct {
 	// conditions: Ready is True when the class's driver accepts the class
 	// and can provision from it, False with the reason when it refuses.
+	// Exhausted is True when a family has no address left to bind or
+	// provision; NearlyExhausted when less than the core's threshold of a
+	// family's addresses is left (both written by the core).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -81,6 +86,29 @@ type IPAddressClassStatus struct {
 	// +listMapKey=family
 	// +optional
 	Capacity []FamilyCapacity `json:"capacity,omitempty"`
+
+	// addresses counts the class's IPAddress objects per family, by phase
+	// (written by the core).
+	// +listType=map
+	// +listMapKey=family
+	// +optional
+	Addresses []FamilyAddresses `json:"addresses,omitempty"`
+}
+
+// FamilyAddresses counts the IPAddress objects of one family of a class,
+// by phase: what the core sees of it.
+type FamilyAddresses struct {
+	// family is IPv4 or IPv6.
+	// +kubebuilder:validation:Enum=IPv4;IPv6
+	Family IPFamily `json:"family"`
+	// total is the number of IPAddress objects of the class and family.
+	Total int64 `json:"total"`
+	// bound are Bound (or Pending acceptance, Conflict or Lost) to a claim.
+	Bound int64 `json:"bound"`
+	// released are Released, still their namespace's until recycled.
+	Released int64 `json:"released"`
+	// available are Available to any claim.
+	Available int64 `json:"available"`
 }
 
 // FamilyCapacity counts the addresses of one family in a class's range.

@@ -38,6 +38,11 @@ const (
 	// ConditionReady reports, on a class, whether its driver accepts it.
 	// Written by drivers only.
 	ConditionReady = "Ready"
+	// ConditionExhausted reports, on a class, whether a family has no
+	// address left to bind or provision; ConditionNearlyExhausted whether
+	// less than the core's threshold is left. Written by the core.
+	ConditionExhausted       = "Exhausted"
+	ConditionNearlyExhausted = "NearlyExhausted"
 	// ConditionConflict reports, on an address in phase Conflict, the
 	// workload that holds it without authorization. Written by drivers only.
 	ConditionConflict = "Conflict"
@@ -61,7 +66,13 @@ const (
 	ReasonWaitingForClass        = "WaitingForClass"
 	// ReasonQuotaExceeded: a ResourceQuota of the claim's namespace has no
 	// room for the addresses the claim still needs.
-	ReasonQuotaExceeded         = "QuotaExceeded"
+	ReasonQuotaExceeded = "QuotaExceeded"
+	// ReasonClassExhausted: the claim's class has no address left of a
+	// family it waits for; the message says its place in line.
+	ReasonClassExhausted = "ClassExhausted"
+	// ReasonPoolRefused: the class's driver refuses the class (its Ready
+	// condition), so nothing is provisioned.
+	ReasonPoolRefused           = "PoolRefused"
 	ReasonLost                  = "Lost"
 	ReasonPreBindingRefused     = "PreBindingRefused"
 	ReasonExcessBindingReleased = "ExcessBindingReleased"

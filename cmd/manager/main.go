@@ -85,6 +85,8 @@ func (s *settings) bind(fs *flag.FlagSet, opts *core.Options) {
 	fs.IntVar(&opts.AddressWorkers, "address-workers", defaults.AddressWorkers, "Concurrent IPAddress reconciles.")
 	fs.IntVar(&opts.ClassWorkers, "class-workers", defaults.ClassWorkers, "Concurrent IPAddressClass reconciles.")
 	fs.IntVar(&opts.AutoClaimWorkers, "auto-claim-workers", defaults.AutoClaimWorkers, "Concurrent Service reconciles of auto-claim.")
+	fs.IntVar(&opts.NearlyExhaustedPercent, "nearly-exhausted-percent", defaults.NearlyExhaustedPercent,
+		"A class is NearlyExhausted while a family has less than this share (in percent) of its addresses left.")
 	fs.StringVar(&s.sourceAnnotations, "auto-claim-skip-annotations", metallbSourceAnnotations,
 		"Comma-separated Service annotations by which a load-balancer backend lets a Service choose its own address source; "+
 			"auto-claim leaves a Service carrying one alone. The default is MetalLB's pool, pin and sharing annotations.")

@@ -28,6 +28,9 @@ type Options struct {
 	// such Services alone. The core knows no backend: cmd/manager's flag
 	// names MetalLB's by default.
 	SourceAnnotations []string
+	// NearlyExhaustedPercent is the share of a family's addresses below
+	// which a class is NearlyExhausted.
+	NearlyExhaustedPercent int
 	// SkipMetrics leaves the metrics unregistered (a second manager in one
 	// process, in tests).
 	SkipMetrics bool
@@ -35,7 +38,7 @@ type Options struct {
 
 // DefaultOptions are the defaults of cmd/manager's flags.
 func DefaultOptions() Options {
-	return Options{ClaimWorkers: 8, AddressWorkers: 8, ClassWorkers: 2, AutoClaimWorkers: 4}
+	return Options{ClaimWorkers: 8, AddressWorkers: 8, ClassWorkers: 2, AutoClaimWorkers: 4, NearlyExhaustedPercent: class.DefaultNearlyExhaustedPercent}
 }
 
 // CacheOptions are the cache options the core's manager must be built with:
@@ -66,7 +69,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	if err := (&address.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec}).SetupWithManager(mgr, opts.AddressWorkers); err != nil {
 		return err
 	}
-	if err := (&class.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec}).SetupWithManager(mgr, opts.ClassWorkers); err != nil {
+	if err := (&class.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: rec, NearlyExhaustedPercent: opts.NearlyExhaustedPercent}).SetupWithManager(mgr, opts.ClassWorkers); err != nil {
 		return err
 	}
 	if err := (&usage.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}).SetupWithManager(mgr, 2); err != nil {

@@ -6,11 +6,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
 )
 
 var timeToBound = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -31,6 +33,13 @@ var (
 		"IPAddressClaims by phase and resolved class.", []string{"phase", "class"}, nil)
 	addressesDesc = prometheus.NewDesc("address_controller_addresses",
 		"IPAddresses by phase and class.", []string{"phase", "class"}, nil)
+	waitingDesc = prometheus.NewDesc("address_controller_claims_waiting",
+		"Pending IPAddressClaims by class and the reason of their Bound condition (ClassExhausted, QuotaExceeded, PoolRefused, WaitingForProvisioning, ...).",
+		[]string{"class", "reason"}, nil)
+	exhaustedDesc = prometheus.NewDesc("address_controller_class_exhausted",
+		"1 while a class has a family with no address left to bind or provision (its Exhausted condition).", []string{"class"}, nil)
+	nearlyExhaustedDesc = prometheus.NewDesc("address_controller_class_nearly_exhausted",
+		"1 while a class has a family below its NearlyExhausted threshold.", []string{"class"}, nil)
 )
 
 var (
@@ -87,6 +96,9 @@ type inventory struct{ reader client.Reader }
 func (i *inventory) Describe(ch chan<- *prometheus.Desc) {
 	ch <- claimsDesc
 	ch <- addressesDesc
+	ch <- waitingDesc
+	ch <- exhaustedDesc
+	ch <- nearlyExhaustedDesc
 	ch <- autoClaimsDesc
 }
 
@@ -96,10 +108,13 @@ func (i *inventory) Collect(ch chan<- prometheus.Metric) {
 	type key struct{ phase, class string }
 	var claims v1alpha1.IPAddressClaimList
 	if err := i.reader.List(ctx, &claims, client.UnsafeDisableDeepCopy); err == nil {
-		counts, auto := map[key]int{}, map[key]int{}
+		counts, auto, waiting := map[key]int{}, map[key]int{}, map[key]int{}
 		for _, c := range claims.Items {
 			k := key{string(c.Status.Phase), c.Status.ClassName}
 			counts[k]++
+			if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound); c.Status.Phase == v1alpha1.ClaimPending && cond != nil {
+				waiting[key{cond.Reason, binding.ClassName(&c)}]++
+			}
 			if ref := metav1.GetControllerOf(&c); ref != nil && ref.Kind == "Service" && ref.APIVersion == "v1" {
 				auto[k]++
 			}
@@ -109,6 +124,21 @@ func (i *inventory) Collect(ch chan<- prometheus.Metric) {
 		}
 		for k, n := range auto {
 			ch <- prometheus.MustNewConstMetric(autoClaimsDesc, prometheus.GaugeValue, float64(n), k.phase, k.class)
+		}
+		for k, n := range waiting {
+			ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(n), k.class, k.phase)
+		}
+	}
+	var classes v1alpha1.IPAddressClassList
+	if err := i.reader.List(ctx, &classes, client.UnsafeDisableDeepCopy); err == nil {
+		for _, c := range classes.Items {
+			for desc, t := range map[*prometheus.Desc]string{exhaustedDesc: v1alpha1.ConditionExhausted, nearlyExhaustedDesc: v1alpha1.ConditionNearlyExhausted} {
+				v := 0.0
+				if meta.IsStatusConditionTrue(c.Status.Conditions, t) {
+					v = 1
+				}
+				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, c.Name)
+			}
 		}
 	}
 	var addrs v1alpha1.IPAddressList

@@ -381,3 +381,34 @@ func containerArgs(t *testing.T, deploy *unstructured.Unstructured) []string {
 	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
 	return args
 }
+
+// The optional PrometheusRule carries the alerts docs/operating.md
+// recommends, on metrics the core exports; it is off by default.
+func TestPrometheusRule(t *testing.T) {
+	for _, o := range render(t, coreChart, coreNS) {
+		if o.GetKind() == "PrometheusRule" {
+			t.Fatal("a PrometheusRule by default")
+		}
+	}
+	rule := find(t, render(t, coreChart, coreNS, "--set", "prometheusRule.enabled=true"), "PrometheusRule", coreChart)
+	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+	if len(groups) != 1 {
+		t.Fatalf("groups: %v", groups)
+	}
+	rules, _, _ := unstructured.NestedSlice(groups[0].(map[string]any), "rules")
+	alerts := map[string]string{}
+	for _, r := range rules {
+		alerts[r.(map[string]any)["alert"].(string)] = r.(map[string]any)["expr"].(string)
+	}
+	for alert, metric := range map[string]string{
+		"IPAddressClassExhausted":       "address_controller_class_exhausted",
+		"IPAddressClassNearlyExhausted": "address_controller_class_nearly_exhausted",
+		"IPAddressClaimsWaiting":        "address_controller_claims_waiting",
+		"IPAddressQuotaFull":            "address_controller_quota_used_addresses",
+		"IPAddressClaimLost":            "address_controller_claims",
+	} {
+		if !strings.Contains(alerts[alert], metric) {
+			t.Errorf("alert %s: expr %q does not read %s", alert, alerts[alert], metric)
+		}
+	}
+}

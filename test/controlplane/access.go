@@ -53,7 +53,9 @@ func Boundaries(coreNamespace, coreAccount, driverNamespace, driverAccount strin
 		{"driver", driver, authorizationv1.ResourceAttributes{Namespace: "default", Verb: "patch", Group: group, Resource: "ipaddressclaims"}, false},
 		{"driver", driver, authorizationv1.ResourceAttributes{Namespace: "default", Verb: "update", Group: group, Resource: "ipaddressclaims", Subresource: "status"}, false},
 		{"core", core, authorizationv1.ResourceAttributes{Verb: "create", Group: group, Resource: "ipaddresses"}, false},
-		{"core", core, authorizationv1.ResourceAttributes{Verb: "update", Group: group, Resource: "ipaddressclasses", Subresource: "status"}, false},
+		// The core writes its part of a class's status (counts, exhaustion;
+		// the webhook keeps it to that part), never a class itself.
+		{"core", core, authorizationv1.ResourceAttributes{Verb: "delete", Group: group, Resource: "ipaddressclasses"}, false},
 		{"driver", driver, authorizationv1.ResourceAttributes{Namespace: "default", Verb: "get", Resource: "secrets"}, false},
 		{"core", core, authorizationv1.ResourceAttributes{Namespace: "default", Verb: "get", Resource: "secrets"}, false},
 		{"core", core, authorizationv1.ResourceAttributes{Namespace: coreNamespace, Verb: "get", Resource: "secrets"}, false},

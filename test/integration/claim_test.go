@@ -82,12 +82,13 @@ func TestClaim_4_7_BindsSmallestAvailable(t *testing.T) {
 	e.g.Expect(e.getAddress(e.g, nameOf(e.v4(1))).Status.Phase).To(Equal(v1alpha1.AddressAvailable))
 	e.g.Expect(e.getAddress(e.g, nameOf(v6)).Status.Phase).To(Equal(v1alpha1.AddressAvailable))
 
-	// The pool is empty now: the next claim waits for its driver.
+	// The pool is empty now: the next claim says the class is exhausted
+	// (every IPv4 address of it is taken) and waits.
 	e.createClaim("c3", class)
 	e.eventually(func(g Gomega) {
 		c := e.getClaim(g, "c3")
 		g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimPending))
-		g.Expect(meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound).Reason).To(Equal(v1alpha1.ReasonWaitingForProvisioning))
+		g.Expect(meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound).Reason).To(Equal(v1alpha1.ReasonClassExhausted))
 	})
 	// A new Available address wakes it.
 	e.createAddress(e.v4(50), class)

@@ -285,6 +285,10 @@ func (r *Reconciler) gather(ctx context.Context, claim *v1alpha1.IPAddressClaim)
 		reserved = append(reserved, candidates[i].Name)
 	}
 	s.addresses = append(s.addresses, candidates...)
+	if err != nil {
+		return s, reserved, err
+	}
+	s.line, err = r.queue(ctx, claim, s.class.class)
 	return s, reserved, err
 }
 

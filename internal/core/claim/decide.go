@@ -28,7 +28,10 @@ type snapshot struct {
 	// quota says why a ResourceQuota has no room for the families the
 	// claim still needs (the pass's charge); "" when it has.
 	quota string
-	now   time.Time
+	// line is, per family the claim waits for, its place among the claims
+	// waiting for that family of its class (queue).
+	line map[v1alpha1.IPFamily]place
+	now  time.Time
 }
 
 // newSnapshot resolves the claim's class among classes.
@@ -212,6 +215,9 @@ func (p *plan) match(s snapshot, class *v1alpha1.IPAddressClass, missing []v1alp
 	var waitingFor []string
 	for _, f := range missing {
 		picked := pick(s.addresses, claim, class, f)
+		if picked != nil && picked.Spec.ClaimRef == nil && !s.line[f].served() {
+			picked = nil // an older claim is first in line for it
+		}
 		if picked == nil {
 			waitingFor = append(waitingFor, string(f))
 			continue
@@ -227,15 +233,52 @@ func (p *plan) match(s snapshot, class *v1alpha1.IPAddressClass, missing []v1alp
 		wait = waiting{v1alpha1.ReasonWaitingForAddress, fmt.Sprintf("waiting for IPAddress %s to be Available in class %q as %s",
 			claim.Spec.AddressName, class.Name, strings.Join(waitingFor, " and "))}
 	default:
-		wait = waiting{v1alpha1.ReasonWaitingForProvisioning, fmt.Sprintf("waiting for provisioner %s to provision %s in class %q",
-			class.Spec.Provisioner, strings.Join(waitingFor, " and "), class.Name)}
-		// The driver's word on the class, when it refuses it, says why the
-		// wait may be long.
-		if c := meta.FindStatusCondition(class.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
-			wait.message += fmt.Sprintf(": the provisioner reports the class not ready (%s: %s)", c.Reason, c.Message)
-		}
+		wait = whyWaiting(s, class, waitingFor)
 	}
 	return matched, wait
+}
+
+// whyWaiting explains a claim waiting for families of class with no
+// candidate: its driver refuses the class (PoolRefused), the class has none
+// left or older claims are ahead in line (ClassExhausted, with the claim's
+// place), or the driver is to provision one (WaitingForProvisioning).
+func whyWaiting(s snapshot, class *v1alpha1.IPAddressClass, families []string) waiting {
+	if c := meta.FindStatusCondition(class.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
+		return waiting{v1alpha1.ReasonPoolRefused, fmt.Sprintf("waiting for provisioner %s, which refuses class %q (%s: %s)",
+			class.Spec.Provisioner, class.Name, c.Reason, c.Message)}
+	}
+	for _, f := range families {
+		if pl := s.line[v1alpha1.IPFamily(f)]; binding.Exhausted(class, v1alpha1.IPFamily(f)) || !pl.served() {
+			return waiting{v1alpha1.ReasonClassExhausted, fmt.Sprintf("%s waiting for %s in class %s: no %s address is left to bind",
+				ordinal(pl.ahead+1), f, class.Name, f)}
+		}
+	}
+	return waiting{v1alpha1.ReasonWaitingForProvisioning, fmt.Sprintf("waiting for provisioner %s to provision %s in class %q",
+		class.Spec.Provisioner, strings.Join(families, " and "), class.Name)}
+}
+
+// place is a claim's place in the line for a family of its class: ahead
+// older claims wait for it, and available Available addresses are left
+// (counted up to ahead+1, -1 when not counted: nobody is ahead).
+type place struct{ ahead, available int }
+
+// served reports whether the claim's turn has come: nobody is ahead, or
+// enough addresses are left for those ahead and for it.
+func (p place) served() bool { return p.ahead == 0 || p.available > p.ahead }
+
+// ordinal is n as "1st", "2nd", "3rd", "4th", "11th" …
+func ordinal(n int) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
 }
 
 // pick is the candidate a claim binds for family f: one its class keeps

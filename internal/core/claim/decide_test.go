@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 )
@@ -431,5 +432,59 @@ func TestDecide(t *testing.T) {
 				t.Errorf("plan differs (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestLine: a claim behind older ones in its class's line binds only when
+// enough addresses are left for them and for it, and says where it stands;
+// a full class and a refused one say so.
+func TestLine(t *testing.T) {
+	class := newClass("public", asDefault)
+	free := []v1alpha1.IPAddress{newAddress("203.0.113.1", "public")}
+	for _, tc := range []struct {
+		name   string
+		class  v1alpha1.IPAddressClass
+		line   place
+		bound  string
+		reason string
+	}{
+		{"4-7 nobody ahead: binds", class, place{available: -1}, "ip-203-0-113-1", v1alpha1.ReasonBound},
+		{"4-7 one ahead, one left: waits, 2nd", class, place{ahead: 1, available: 1}, "", v1alpha1.ReasonClassExhausted},
+		{"4-7 one ahead, two left: binds", class, place{ahead: 1, available: 2}, "ip-203-0-113-1", v1alpha1.ReasonBound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSnapshot(newClaim("web"), free, []v1alpha1.IPAddressClass{tc.class}, now)
+			s.line = map[v1alpha1.IPFamily]place{v1alpha1.IPv4: tc.line}
+			got := summarize(s.claim, decide(s))
+			if got.bound != tc.reason || (tc.bound == "") != (len(got.addresses) == 0) {
+				t.Errorf("bound %v (%s), want %q (%s)", got.addresses, got.bound, tc.bound, tc.reason)
+			}
+		})
+	}
+	s := newSnapshot(newClaim("web"), free, []v1alpha1.IPAddressClass{class}, now)
+	s.line = map[v1alpha1.IPFamily]place{v1alpha1.IPv4: {ahead: 1, available: 1}}
+	p := decide(s)
+	if c := meta.FindStatusCondition(p.status.Conditions, v1alpha1.ConditionBound); c == nil || c.Message != "2nd waiting for IPv4 in class public: no IPv4 address is left to bind" {
+		t.Errorf("Bound condition %+v", c)
+	}
+	refused := newClass("public", asDefault, func(c *v1alpha1.IPAddressClass) {
+		c.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: "PoolRefused", Message: "no pool"}}
+	})
+	if got := summarize(newClaim("web"), decide(newSnapshot(newClaim("web"), nil, []v1alpha1.IPAddressClass{refused}, now))); got.bound != v1alpha1.ReasonPoolRefused {
+		t.Errorf("a refused class: %s", got.bound)
+	}
+	full := newClass("public", asDefault, func(c *v1alpha1.IPAddressClass) {
+		c.Status.Addresses = []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 2, Bound: 2}}
+	})
+	if got := summarize(newClaim("web"), decide(newSnapshot(newClaim("web"), nil, []v1alpha1.IPAddressClass{full}, now))); got.bound != v1alpha1.ReasonClassExhausted {
+		t.Errorf("a full class: %s", got.bound)
+	}
+}
+
+func TestOrdinal(t *testing.T) {
+	for n, want := range map[int]string{1: "1st", 2: "2nd", 3: "3rd", 4: "4th", 11: "11th", 12: "12th", 13: "13th", 21: "21st", 102: "102nd"} {
+		if got := ordinal(n); got != want {
+			t.Errorf("ordinal(%d) = %s, want %s", n, got, want)
+		}
 	}
 }

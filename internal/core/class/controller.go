@@ -28,6 +28,12 @@ type Reconciler struct {
 	// APIReader confirms past the cache that no address of a deleted class is left.
 	APIReader client.Reader
 	Recorder  *recorder.Recorder
+	// NearlyExhaustedPercent is the share of a family's addresses below
+	// which a class is NearlyExhausted (DefaultNearlyExhaustedPercent when
+	// zero).
+	NearlyExhaustedPercent int
+
+	last written
 }
 
 // SetupWithManager registers the class controller.
@@ -35,20 +41,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("ipaddressclass").
 		For(&v1alpha1.IPAddressClass{}).
-		Watches(&v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.deletingClassOf)).
+		Watches(&v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(classOf)).
 		WithOptions(retry.Options(workers)).
 		Complete(r)
 }
 
 // deletingClassOf wakes an address's class only while that class is being
-// deleted, the one time addresses matter to it.
-func (r *Reconciler) deletingClassOf(ctx context.Context, o client.Object) []reconcile.Request {
-	name := o.(*v1alpha1.IPAddress).Spec.ClassName
-	var class v1alpha1.IPAddressClass
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &class); err != nil || class.DeletionTimestamp == nil {
-		return nil
-	}
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: name}}}
+// classOf: an address changed; its class's counts (and, while the class
+// is being deleted, what holds it) may have.
+func classOf(_ context.Context, o client.Object) []reconcile.Request {
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.(*v1alpha1.IPAddress).Spec.ClassName}}}
 }
 
 // Reconcile gathers the class's addresses, decides, and writes.
@@ -88,5 +90,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if p.inUse != "" {
 		r.Recorder.Record(recorder.WarningOnce(&class, v1alpha1.ReasonClassInUse, "%s", p.inUse))
 	}
-	return reconcile.Result{}, nil
+	if class.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	return r.writeStatus(ctx, &class)
 }

@@ -7,6 +7,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -90,6 +91,9 @@ func ValidateClassStatusUpdate(oldClass, newClass *v1alpha1.IPAddressClass, u au
 	if equality.Semantic.DeepEqual(oldClass.Status, newClass.Status) || p.Serves(u, newClass.Spec.Provisioner) {
 		return nil
 	}
+	if p.IsCore(u) && equality.Semantic.DeepEqual(driversPart(&oldClass.Status), driversPart(&newClass.Status)) {
+		return nil // the core's part: the address counts and the exhaustion conditions
+	}
 	return field.ErrorList{field.Forbidden(fldPath, fmt.Sprintf(msgClassStatus, newClass.Spec.Provisioner))}
 }
 
@@ -107,4 +111,18 @@ func DriverOf(a *v1alpha1.IPAddress, classProvisioner string) string {
 		}
 	}
 	return ""
+}
+
+// driversPart is a class status without what the core writes in it
+// (addresses, Exhausted, NearlyExhausted).
+func driversPart(st *v1alpha1.IPAddressClassStatus) *v1alpha1.IPAddressClassStatus {
+	out := st.DeepCopy()
+	out.Addresses = nil
+	out.Conditions = slices.DeleteFunc(out.Conditions, func(c metav1.Condition) bool {
+		return c.Type == v1alpha1.ConditionExhausted || c.Type == v1alpha1.ConditionNearlyExhausted
+	})
+	if len(out.Conditions) == 0 {
+		out.Conditions = nil
+	}
+	return out
 }

@@ -101,6 +101,13 @@ func TestValidateDriverFinalizers(t *testing.T) {
 	}
 }
 
+// counted: the core has written its counts and Exhausted into c's status.
+func counted(c *v1alpha1.IPAddressClass) *v1alpha1.IPAddressClass {
+	c.Status.Addresses = []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 2, Bound: 2}}
+	c.Status.Conditions = append(c.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionExhausted, Status: metav1.ConditionTrue, Reason: "NoAddressLeft"})
+	return c
+}
+
 func TestValidateClassStatusUpdate(t *testing.T) {
 	class := func(provisioner string, ready metav1.ConditionStatus) *v1alpha1.IPAddressClass {
 		c := &v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: "public"}, Spec: v1alpha1.IPAddressClassSpec{Provisioner: provisioner}}
@@ -122,6 +129,10 @@ func TestValidateClassStatusUpdate(t *testing.T) {
 		{"nor the core's, a tenant's or an admin's", admin, class(ownProvisioner, metav1.ConditionTrue), class(ownProvisioner, metav1.ConditionFalse),
 			field.ErrorList{field.Forbidden(statusPath, fmt.Sprintf(msgClassStatus, ownProvisioner))}},
 		{"a write leaving the status as it was is anybody's", tenant, class(ownProvisioner, metav1.ConditionTrue), class(ownProvisioner, metav1.ConditionTrue), nil},
+		{"the core writes its part: the address counts and the exhaustion conditions", core, class(ownProvisioner, metav1.ConditionTrue),
+			counted(class(ownProvisioner, metav1.ConditionTrue)), nil},
+		{"but not the driver's", core, class(ownProvisioner, metav1.ConditionTrue), counted(class(ownProvisioner, metav1.ConditionFalse)),
+			field.ErrorList{field.Forbidden(statusPath, fmt.Sprintf(msgClassStatus, ownProvisioner))}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkErrors(t, ValidateClassStatusUpdate(tc.old, tc.new, tc.u, scoped, statusPath), tc.want)

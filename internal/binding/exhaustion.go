@@ -1,0 +1,108 @@
+package binding
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+// CountAddresses counts a class's addresses per family, by phase: Bound
+// takes every phase of an address bound or being bound (Pending, Bound,
+// Conflict, Lost).
+func CountAddresses(addrs []v1alpha1.IPAddress) []v1alpha1.FamilyAddresses {
+	by := map[v1alpha1.IPFamily]*v1alpha1.FamilyAddresses{}
+	for i := range addrs {
+		f := Family(&addrs[i])
+		if f == "" {
+			continue
+		}
+		c := by[f]
+		if c == nil {
+			c = &v1alpha1.FamilyAddresses{Family: f}
+			by[f] = c
+		}
+		c.Total++
+		switch addrs[i].Status.Phase {
+		case v1alpha1.AddressAvailable:
+			c.Available++
+		case v1alpha1.AddressReleased:
+			c.Released++
+		case "":
+		default:
+			c.Bound++
+		}
+	}
+	var out []v1alpha1.FamilyAddresses
+	for _, f := range []v1alpha1.IPFamily{v1alpha1.IPv4, v1alpha1.IPv6} {
+		if c := by[f]; c != nil {
+			out = append(out, *c)
+		}
+	}
+	return out
+}
+
+// Left is how many addresses of family f class has left to give, of how
+// many in all: its driver's count of its range where it reports one
+// (status.capacity), else the core's count of its IPAddress objects
+// (status.addresses). known is false when neither says anything of f.
+func Left(class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) (left, total int64, known bool) {
+	for _, c := range class.Status.Capacity {
+		if c.Family == f {
+			return c.Available, c.Total, true
+		}
+	}
+	for _, c := range class.Status.Addresses {
+		if c.Family == f {
+			return c.Available, c.Total, true
+		}
+	}
+	return 0, 0, false
+}
+
+// Exhausted reports whether class has no address of family f left.
+func Exhausted(class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) bool {
+	left, total, known := Left(class, f)
+	return known && total > 0 && left == 0
+}
+
+// ExhaustionConditions are a class's Exhausted and NearlyExhausted
+// conditions: a family with nothing left, or with less than percent of
+// its addresses left.
+func ExhaustionConditions(class *v1alpha1.IPAddressClass, percent int64) (exhausted, nearly metav1.Condition) {
+	exhausted = metav1.Condition{Type: v1alpha1.ConditionExhausted, Status: metav1.ConditionFalse, Reason: "AddressesLeft",
+		Message: "every family has addresses left"}
+	nearly = metav1.Condition{Type: v1alpha1.ConditionNearlyExhausted, Status: metav1.ConditionFalse, Reason: "AddressesLeft",
+		Message: fmt.Sprintf("every family has at least %d%% of its addresses left", percent)}
+	var gone, low []string
+	for _, f := range []v1alpha1.IPFamily{v1alpha1.IPv4, v1alpha1.IPv6} {
+		left, total, known := Left(class, f)
+		switch {
+		case !known || total == 0:
+		case left == 0:
+			gone = append(gone, string(f))
+		case left*100 < total*percent:
+			low = append(low, fmt.Sprintf("%s: %d of %d left", f, left, total))
+		}
+	}
+	if len(gone) > 0 {
+		exhausted.Status, exhausted.Reason = metav1.ConditionTrue, "NoAddressLeft"
+		exhausted.Message = "no " + strings.Join(gone, " or ") + " address is left to bind or provision"
+	}
+	if low = slices.Concat(low, prefixed(gone)); len(low) > 0 {
+		nearly.Status, nearly.Reason = metav1.ConditionTrue, "BelowThreshold"
+		nearly.Message = fmt.Sprintf("%s (threshold %d%%)", strings.Join(low, "; "), percent)
+	}
+	return exhausted, nearly
+}
+
+func prefixed(families []string) []string {
+	out := make([]string, len(families))
+	for i, f := range families {
+		out[i] = f + ": none left"
+	}
+	return out
+}

@@ -1,0 +1,58 @@
+package binding
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+func TestCountAddresses(t *testing.T) {
+	addr := func(ip string, phase v1alpha1.AddressPhase) v1alpha1.IPAddress {
+		return v1alpha1.IPAddress{Spec: v1alpha1.IPAddressSpec{Address: ip}, Status: v1alpha1.IPAddressStatus{Phase: phase}}
+	}
+	got := CountAddresses([]v1alpha1.IPAddress{
+		addr("192.0.2.1", v1alpha1.AddressAvailable), addr("192.0.2.2", v1alpha1.AddressBound), addr("192.0.2.3", v1alpha1.AddressConflict),
+		addr("192.0.2.4", v1alpha1.AddressReleased), addr("2001:db8::1", v1alpha1.AddressPending), addr("2001:db8::2", ""),
+	})
+	want := []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 4, Bound: 2, Released: 1, Available: 1}, {Family: v1alpha1.IPv6, Total: 2, Bound: 1}}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("counts %+v, want %+v", got, want)
+	}
+}
+
+// TestExhaustionConditions: the driver's count of its range where it
+// reports one, else the core's count of the addresses.
+func TestExhaustionConditions(t *testing.T) {
+	class := func(capacity []v1alpha1.FamilyCapacity, addresses []v1alpha1.FamilyAddresses) *v1alpha1.IPAddressClass {
+		return &v1alpha1.IPAddressClass{Status: v1alpha1.IPAddressClassStatus{Capacity: capacity, Addresses: addresses}}
+	}
+	for _, tc := range []struct {
+		name                    string
+		class                   *v1alpha1.IPAddressClass
+		exhausted, nearly       metav1.ConditionStatus
+		exhaustedMsg, nearlyMsg string
+	}{
+		{"1 nothing known: neither", class(nil, nil), metav1.ConditionFalse, metav1.ConditionFalse, "", ""},
+		{"2 static addresses all taken", class(nil, []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 2, Bound: 2}}),
+			metav1.ConditionTrue, metav1.ConditionTrue, "no IPv4 address is left to bind or provision", "IPv4: none left (threshold 10%)"},
+		{"3 a pool below the threshold", class([]v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv6, Total: 256, Allocated: 250, Available: 6}}, nil),
+			metav1.ConditionFalse, metav1.ConditionTrue, "", "IPv6: 6 of 256 left (threshold 10%)"},
+		{"4 the driver's count wins over the addresses'", class([]v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv4, Total: 16, Available: 8}},
+			[]v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 8, Bound: 8}}), metav1.ConditionFalse, metav1.ConditionFalse, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ex, nearly := ExhaustionConditions(tc.class, 10)
+			if ex.Status != tc.exhausted || nearly.Status != tc.nearly {
+				t.Fatalf("Exhausted=%s NearlyExhausted=%s, want %s %s", ex.Status, nearly.Status, tc.exhausted, tc.nearly)
+			}
+			if tc.exhaustedMsg != "" && ex.Message != tc.exhaustedMsg {
+				t.Errorf("Exhausted message %q, want %q", ex.Message, tc.exhaustedMsg)
+			}
+			if tc.nearlyMsg != "" && nearly.Message != tc.nearlyMsg {
+				t.Errorf("NearlyExhausted message %q, want %q", nearly.Message, tc.nearlyMsg)
+			}
+		})
+	}
+}

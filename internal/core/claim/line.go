@@ -1,0 +1,61 @@
+package claim
+
+import (
+	"context"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/index"
+)
+
+// queue places the claim in line, per family it has not been reported an
+// address of, among the claims of its class waiting for that family: freed
+// addresses go to the oldest waiting claim first. A claim held back by its
+// namespace's quota waits in no line (it could not take an address).
+func (r *Reconciler) queue(ctx context.Context, claim *v1alpha1.IPAddressClaim, class *v1alpha1.IPAddressClass) (map[v1alpha1.IPFamily]place, error) {
+	if class == nil || claim.Spec.AddressName != "" || claim.DeletionTimestamp != nil {
+		return nil, nil
+	}
+	line := map[v1alpha1.IPFamily]place{}
+	for _, f := range binding.UnreportedFamilies(claim) {
+		var waiting v1alpha1.IPAddressClaimList
+		if err := r.Client.List(ctx, &waiting, client.UnsafeDisableDeepCopy,
+			client.MatchingFields{index.ClaimWaiting: index.WaitingKey(class.Name, f)}); err != nil {
+			return nil, err
+		}
+		pl := place{available: -1}
+		for i := range waiting.Items {
+			if c := &waiting.Items[i]; c.UID != claim.UID && older(c, claim) && !heldByQuota(c) {
+				pl.ahead++
+			}
+		}
+		if pl.ahead > 0 {
+			var free v1alpha1.IPAddressList
+			if err := r.Client.List(ctx, &free, client.UnsafeDisableDeepCopy, client.Limit(int64(pl.ahead+1)),
+				client.MatchingFields{index.AddressPool: index.PoolKey(class.Name, f, v1alpha1.AddressAvailable)}); err != nil {
+				return nil, err
+			}
+			pl.available = min(len(free.Items), pl.ahead+1)
+		}
+		line[f] = pl
+	}
+	return line, nil
+}
+
+// older reports whether claim a came before b: created earlier, or at the
+// same second with the smaller namespace/name.
+func older(a, b *v1alpha1.IPAddressClaim) bool {
+	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c < 0
+	}
+	return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name) < 0
+}
+
+func heldByQuota(c *v1alpha1.IPAddressClaim) bool {
+	cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound)
+	return cond != nil && cond.Reason == v1alpha1.ReasonQuotaExceeded
+}

@@ -1,0 +1,84 @@
+package class
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/index"
+)
+
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses/status,verbs=update
+
+// statusInterval bounds how often a class's counts are written: a burst of
+// binds would change them at every bind. A change of its Exhausted
+// condition is written at once.
+const statusInterval = 2 * time.Second
+
+// written remembers when each class's status was last written.
+type written struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// status is the class's status with the core's part recomputed: the
+// counts of its addresses and the exhaustion conditions.
+func status(class *v1alpha1.IPAddressClass, addrs []v1alpha1.IPAddress, percent int64, now time.Time) *v1alpha1.IPAddressClassStatus {
+	after := class.DeepCopy()
+	after.Status.Addresses = binding.CountAddresses(addrs)
+	exhausted, nearly := binding.ExhaustionConditions(after, percent)
+	binding.SetCondition(&after.Status.Conditions, exhausted, now)
+	binding.SetCondition(&after.Status.Conditions, nearly, now)
+	return &after.Status
+}
+
+// writeStatus writes the class's counts and conditions when they changed:
+// at most once per statusInterval, unless Exhausted changed.
+func (r *Reconciler) writeStatus(ctx context.Context, class *v1alpha1.IPAddressClass) (reconcile.Result, error) {
+	var addrs v1alpha1.IPAddressList
+	if err := r.Client.List(ctx, &addrs, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressClassPhase: class.Name}); err != nil {
+		return reconcile.Result{}, err
+	}
+	now := time.Now()
+	st := status(class, addrs.Items, r.percent(), now)
+	if equality.Semantic.DeepEqual(*st, class.Status) {
+		return reconcile.Result{}, nil
+	}
+	r.last.mu.Lock()
+	last := r.last.at[class.Name]
+	r.last.mu.Unlock()
+	before := binding.Exhausted(class, v1alpha1.IPv4) || binding.Exhausted(class, v1alpha1.IPv6)
+	after := &v1alpha1.IPAddressClass{Status: *st}
+	if wait := last.Add(statusInterval).Sub(now); wait > 0 && before == (binding.Exhausted(after, v1alpha1.IPv4) || binding.Exhausted(after, v1alpha1.IPv6)) {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	updated := class.DeepCopy()
+	updated.Status = *st
+	if err := r.Client.Status().Update(ctx, updated); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	r.last.mu.Lock()
+	if r.last.at == nil {
+		r.last.at = map[string]time.Time{}
+	}
+	r.last.at[class.Name] = now
+	r.last.mu.Unlock()
+	return reconcile.Result{}, nil
+}
+
+func (r *Reconciler) percent() int64 {
+	if r.NearlyExhaustedPercent > 0 {
+		return int64(r.NearlyExhaustedPercent)
+	}
+	return DefaultNearlyExhaustedPercent
+}
+
+// DefaultNearlyExhaustedPercent is the share of a family's addresses below
+// which a class is NearlyExhausted, unless configured otherwise.
+const DefaultNearlyExhaustedPercent = 10
