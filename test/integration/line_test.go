@@ -71,3 +71,23 @@ func (e *env) getClaimNow(name string) *v1alpha1.IPAddressClaim {
 	e.eventually(func(g Gomega) { c = e.getClaim(g, name) })
 	return c
 }
+
+// A MetalLB class whose pool is used up says so: its Exhausted condition
+// (from the driver's count of the pool), and the next claim's reason and
+// place in line.
+func TestLine_Driver_PoolUsedUp(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/32"), v1alpha1.ReclaimDelete)
+	e.createClaim("first", class)
+	e.boundAddresses("first", 1)
+	e.createClaim("second", class)
+	e.eventually(func(g Gomega) {
+		c := e.getClass(g, class)
+		g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, v1alpha1.ConditionExhausted)).To(BeTrue())
+		g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, v1alpha1.ConditionNearlyExhausted)).To(BeTrue())
+		cond := meta.FindStatusCondition(e.getClaim(g, "second").Status.Conditions, v1alpha1.ConditionBound)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Reason).To(Equal(v1alpha1.ReasonClassExhausted))
+		g.Expect(cond.Message).To(HavePrefix("1st waiting for IPv4 in class " + class))
+	}, "the class and the waiting claim say the pool is used up")
+}

@@ -57,6 +57,24 @@ func (e *env) claimsByPhase(g Gomega) (bound, exceeded int) {
 	return bound, exceeded
 }
 
+// twentyAgainstThree creates twenty claims of class at once in a namespace
+// whose quota on key is three, and waits until exactly three are Bound and
+// the others wait with QuotaExceeded, the quota's status saying 3.
+func (e *env) twentyAgainstThree(class string, key corev1.ResourceName) {
+	e.t.Helper()
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Go(func() { e.create(e.newClaim(fmt.Sprintf("c%02d", i), class)) })
+	}
+	wg.Wait()
+	e.eventuallyWithin(eventuallyMany, func(g Gomega) {
+		bound, exceeded := e.claimsByPhase(g)
+		g.Expect(bound).To(Equal(3))
+		g.Expect(exceeded).To(Equal(17))
+		g.Expect(e.quotaUsed(g, "addresses", key)).To(Equal(int64(3)))
+	}, "three claims Bound, seventeen QuotaExceeded, usage 3")
+}
+
 // Twenty claims created at once against a quota of three, two binders
 // running without leader election: exactly three bind, never more, and
 // the others say why they wait. The quota's status shows the usage.
@@ -72,17 +90,7 @@ func TestQuota_ExactUnderTwoBinders(t *testing.T) {
 	startManager(t)
 	startManager(t)
 
-	var wg sync.WaitGroup
-	for i := range 20 {
-		wg.Go(func() { e.create(e.newClaim(fmt.Sprintf("c%02d", i), class)) })
-	}
-	wg.Wait()
-	e.eventuallyWithin(eventuallyMany, func(g Gomega) {
-		bound, exceeded := e.claimsByPhase(g)
-		g.Expect(bound).To(Equal(3))
-		g.Expect(exceeded).To(Equal(17))
-		g.Expect(e.quotaUsed(g, "addresses", key)).To(Equal(int64(3)))
-	}, "three claims Bound, seventeen QuotaExceeded, usage 3")
+	e.twentyAgainstThree(class, key)
 	e.consistently(2*time.Second, func(g Gomega) {
 		bound, _ := e.claimsByPhase(g)
 		g.Expect(bound).To(Equal(3))
@@ -164,16 +172,7 @@ func TestQuota_DriverProvisionsOnlyCharged(t *testing.T) {
 	key := quota.ClassKey(class)
 	e.createQuota("addresses", map[corev1.ResourceName]int64{key: 3})
 
-	var wg sync.WaitGroup
-	for i := range 20 {
-		wg.Go(func() { e.create(e.newClaim(fmt.Sprintf("c%02d", i), class)) })
-	}
-	wg.Wait()
-	e.eventuallyWithin(eventuallyMany, func(g Gomega) {
-		bound, exceeded := e.claimsByPhase(g)
-		g.Expect(bound).To(Equal(3))
-		g.Expect(exceeded).To(Equal(17))
-	}, "three claims Bound, seventeen QuotaExceeded")
+	e.twentyAgainstThree(class, key)
 	e.consistently(2*time.Second, func(g Gomega) {
 		var addrs v1alpha1.IPAddressList
 		g.Expect(k8s.List(e.ctx, &addrs)).To(Succeed())
