@@ -282,6 +282,11 @@ func associated(name string) func(*v1alpha1.IPAddress) {
 
 func noFinalizer(a *v1alpha1.IPAddress) { a.Finalizers = nil }
 
+// ownedBy: the placeholder's owner is the address incarnation uid.
+func ownedBy(uid types.UID) func(*corev1.Service) {
+	return func(s *corev1.Service) { s.OwnerReferences[0].UID = uid }
+}
+
 // coreFinalizer: the core's protection, which keeps an address being
 // deleted in the API server once the driver's finalizer is gone.
 func coreFinalizer(a *v1alpha1.IPAddress) {
@@ -386,6 +391,10 @@ func TestDecide(t *testing.T) {
 		{name: "7-5 an address attached to nothing is held by a placeholder pinned to it",
 			w:    world{address: addr(v4, v1alpha1.AddressBound), claim: true},
 			want: outcome{create: []string{hold4 + " shared-ip=" + key}, phase: v1alpha1.AddressBound}},
+		{name: "7-5 a placeholder a stale pass made for an earlier incarnation of the address (its owner gone) is adopted, so garbage collection leaves it",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true,
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4), ownedBy("uid-of-an-earlier-incarnation"))}},
+			want: outcome{update: []string{hold4 + " shared-ip=" + key}, phase: v1alpha1.AddressBound}},
 		{name: "7-5 an address the core has not accepted yet is held, not attached",
 			w:    world{address: addr(v4, v1alpha1.AddressPending), claim: true, services: []*corev1.Service{svc(ns, "a", naming("web"))}},
 			want: outcome{create: []string{hold4 + " shared-ip=" + key}, phase: v1alpha1.AddressPending}},

@@ -306,6 +306,7 @@ func withoutDriverFields(svc *corev1.Service, placeholder bool) *corev1.Service 
 	if placeholder {
 		keys = placeholderAnnotations
 		out.Spec.Ports, out.Spec.ExternalTrafficPolicy, out.Spec.Selector, out.Spec.HealthCheckNodePort = nil, "", nil, 0
+		out.OwnerReferences = nil
 	}
 	for _, k := range keys {
 		delete(out.Annotations, k)

@@ -92,7 +92,18 @@ func samePlaceholder(have, want *corev1.Service) bool {
 	}
 	return slices.Equal(portNumbers(have), portNumbers(want)) &&
 		have.Spec.ExternalTrafficPolicy == want.Spec.ExternalTrafficPolicy &&
-		maps.Equal(have.Spec.Selector, want.Spec.Selector)
+		maps.Equal(have.Spec.Selector, want.Spec.Selector) &&
+		ownedAlike(have, want)
+}
+
+// ownedAlike reports whether have is owned by the address incarnation want
+// is. A placeholder a stale pass made for an earlier incarnation of the
+// address's name is owned by one that is gone, and garbage collection
+// would delete it from under the address that now holds it: it is adopted.
+func ownedAlike(have, want *corev1.Service) bool {
+	return !slices.ContainsFunc(have.OwnerReferences, func(o metav1.OwnerReference) bool {
+		return o.Kind == "IPAddress" && !slices.ContainsFunc(want.OwnerReferences, func(w metav1.OwnerReference) bool { return w.UID == o.UID })
+	})
 }
 
 func portNumbers(svc *corev1.Service) []int32 {
@@ -116,6 +127,7 @@ func updatedPlaceholder(have, want *corev1.Service) *corev1.Service {
 			delete(svc.Annotations, k)
 		}
 	}
+	svc.OwnerReferences = want.OwnerReferences
 	svc.Spec.Ports = want.Spec.Ports
 	svc.Spec.ExternalTrafficPolicy = want.Spec.ExternalTrafficPolicy
 	svc.Spec.Selector = want.Spec.Selector
