@@ -59,29 +59,20 @@ func parseRange(e string) (netipx.IPRange, error) {
 	return netipx.RangeOfPrefix(p.Masked()), nil
 }
 
-// FirstFree returns the smallest address of family in pool that is not in
+// FirstFree returns the smallest address of family in pool that is not
 // used, and false when there is none. used may hold addresses outside the
-// pool. The cost is that of subtracting used from pool: it grows with the
-// addresses in use, not with the pool.
-func FirstFree(pool *netipx.IPSet, used []netip.Addr, family v1alpha1.IPFamily) (netip.Addr, bool) {
-	var b netipx.IPSetBuilder
+// pool. Its cost grows with the runs of taken addresses it steps over
+// (a binary search each), not with the pool nor with the addresses in use.
+func FirstFree(pool *netipx.IPSet, used *Used, family v1alpha1.IPFamily) (netip.Addr, bool) {
 	for _, r := range pool.Ranges() {
-		if familyOf(r.From()) == family {
-			b.AddRange(r)
+		if familyOf(r.From()) != family {
+			continue
+		}
+		if a, ok := used.nextFree(r.From()); ok && a.Compare(r.To()) <= 0 {
+			return a, true
 		}
 	}
-	for _, a := range used {
-		b.Remove(a)
-	}
-	free, err := b.IPSet()
-	if err != nil {
-		return netip.Addr{}, false
-	}
-	ranges := free.Ranges()
-	if len(ranges) == 0 {
-		return netip.Addr{}, false
-	}
-	return ranges[0].From(), true
+	return netip.Addr{}, false
 }
 
 // Capacity is a pool's size and use, per family.

@@ -170,7 +170,7 @@ func FuzzFirstFree(f *testing.F) {
 			return
 		}
 		used, family := fuzzUsed(pool, usedBytes), fuzzFamily(fam)
-		a, ok := FirstFree(pool, used, family)
+		a, ok := FirstFree(pool, NewUsed(used), family)
 		available := Count(pool, used, family).Available
 		if !ok {
 			if available.Sign() != 0 {

@@ -44,9 +44,13 @@ func DefaultOptions() Options {
 // CacheOptions are the cache options the core's manager must be built with:
 // Services are cached trimmed to what auto-claim reads.
 func CacheOptions(opts Options) cache.Options {
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Service{}: {Transform: autoclaim.TransformService(opts.SourceAnnotations)},
-	}}
+	return cache.Options{
+		// managedFields are never read, and often the largest part of an
+		// object; an update without them leaves them as they are.
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Service{}: {Transform: autoclaim.TransformService(opts.SourceAnnotations)},
+		}}
 }
 
 // EventSource is the reporting controller name on the core's events.

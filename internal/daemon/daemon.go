@@ -53,9 +53,13 @@ func (f *Flags) Bind(fs *flag.FlagSet, leaderID string) {
 	fs.StringVar(&f.ProbeAddr, "health-probe-bind-address", ":8081", "Address the /healthz and /readyz probes bind to.")
 	fs.StringVar(&f.PprofAddr, "pprof-bind-address", "",
 		"Address a Go pprof endpoint binds to, for profiling; empty disables it. Never expose it beyond localhost.")
-	fs.Float64Var(&f.QPS, "kube-api-qps", 100,
-		"Client-side rate limit of API requests per second; a negative value disables client-side rate limiting.")
-	fs.IntVar(&f.Burst, "kube-api-burst", 200, "Client-side burst above --kube-api-qps.")
+	// Off by default: a burst of claims is served at once, and the API
+	// server's priority and fairness — which puts ServiceAccounts in its
+	// workload-low level, queued behind the control plane's own traffic —
+	// is what keeps a shared control plane safe (docs/operating.md).
+	fs.Float64Var(&f.QPS, "kube-api-qps", -1,
+		"Client-side rate limit of API requests per second; a negative value (the default) disables client-side rate limiting, leaving the API server's priority and fairness in charge.")
+	fs.IntVar(&f.Burst, "kube-api-burst", 0, "Client-side burst above --kube-api-qps (with a positive --kube-api-qps; 0: twice it).")
 	fs.DurationVar(&f.GracefulShutdown, "graceful-shutdown-timeout", 30*time.Second,
 		"How long in-flight reconciles may take to finish on shutdown.")
 	f.zap.BindFlags(fs)
@@ -81,6 +85,9 @@ func (f *Flags) NewManager(cacheOpts cache.Options, clientOpts client.Options, m
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = float32(f.QPS), f.Burst
+	if f.QPS > 0 && f.Burst <= 0 {
+		cfg.Burst = int(2 * f.QPS)
+	}
 	cfg.UserAgent = f.Name
 
 	scheme := runtime.NewScheme()

@@ -54,10 +54,13 @@ func ClientOptions() client.Options {
 // CacheOptions cache Services trimmed to what the driver reads, and pools
 // from the MetalLB namespace only.
 func CacheOptions(opts Options) cache.Options {
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Service{}: {Transform: metallb.TransformService},
-		metallb.NewPool(): {Namespaces: map[string]cache.Config{opts.MetalLBNamespace: {}}},
-	}}
+	return cache.Options{
+		// As the core's: managedFields are never read.
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Service{}: {Transform: metallb.TransformService},
+			metallb.NewPool(): {Namespaces: map[string]cache.Config{opts.MetalLBNamespace: {}}},
+		}}
 }
 
 // Setup registers the driver with mgr.

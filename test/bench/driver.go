@@ -32,7 +32,7 @@ import (
 const (
 	targetBoundOfFloor         = 0.5
 	targetHeldOfFloor          = 1.1
-	targetDriverWritesPerClaim = 8.0
+	targetDriverWritesPerClaim = 5.0
 )
 
 // What the driver path creates. The two pools are disjoint, so the floor's
@@ -75,6 +75,8 @@ type driverResults struct {
 	agents                    auditCounts
 	// CPU seconds over the claim phase; negative when unknown.
 	apiServerCPU, managerCPU, driverCPU, metallbCPU float64
+	// The controllers' memory after the claims.
+	managerMemory, driverMemory memory
 	// anomalies are what the run saw that it should not have.
 	anomalies []string
 }
@@ -84,7 +86,7 @@ type driverResults struct {
 func (b *bench) measureDriver(ctx context.Context) (*driverResults, error) {
 	res := &driverResults{poolBits: poolBits(b.opts.n)}
 	say("driver path: MetalLB floor, then metallb-iad")
-	for _, ns := range []string{floorNamespace, driverClaimNamespace, driverNamespace} {
+	for _, ns := range []string{floorNamespace, driverClaimNamespace} {
 		if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			return nil, err
 		}
@@ -245,7 +247,7 @@ func (b *bench) floor(ctx context.Context, res *driverResults) error {
 	say("MetalLB floor: creating %d pinned LoadBalancer Services with %d workers", n, b.opts.workers)
 	ips := addressesFrom(floorFirstIP, n)
 	created := make([]time.Time, n)
-	res.floorCreateTime, err = b.createAll(ctx, func(ctx context.Context, i int) error {
+	res.floorCreateTime, err = b.createAll(ctx, n, func(ctx context.Context, i int) error {
 		created[i] = time.Now()
 		return b.c.Create(ctx, pinnedService(floorNamespace, floorServiceName(i), floorPool, ips[i]))
 	})
@@ -266,7 +268,7 @@ func (b *bench) floor(ctx context.Context, res *driverResults) error {
 	res.floorWrites = after.writes.since(before.writes)
 
 	say("deleting the floor's Services")
-	if _, err := b.createAll(ctx, func(ctx context.Context, i int) error {
+	if _, err := b.createAll(ctx, n, func(ctx context.Context, i int) error {
 		return b.c.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: floorNamespace, Name: floorServiceName(i)}})
 	}); err != nil {
 		return fmt.Errorf("deleting floor Services: %w", err)
@@ -324,15 +326,7 @@ func (b *bench) startDriver(ctx context.Context, res *driverResults) (*child, er
 		return nil, err
 	}
 	defer ready.Close()
-	args := append([]string{
-		"--kubeconfig=" + b.kubeconfig,
-		"--leader-elect=false",
-		"--metallb-namespace=" + testmetallb.Namespace,
-		"--namespace=" + driverNamespace,
-		"--metrics-bind-address=0",
-		"--health-probe-bind-address=0",
-		"--kube-api-qps=-1",
-	}, b.opts.driverArgs...)
+	args := b.driverArgs(b.shipped, testmetallb.Namespace)
 	start := time.Now()
 	driver, err := b.procs.start("metallb-iad", filepath.Join(b.root, "bin", "metallb-iad"), args)
 	if err != nil {
@@ -369,7 +363,7 @@ func (b *bench) driverClaims(ctx context.Context, res *driverResults, driver, me
 	if err != nil {
 		return err
 	}
-	managerCPU, driverCPU, metallbCPU := processCPU(b.managerPid), processCPU(driver.pid()), processCPU(metallbProc.pid())
+	managerCPU, driverCPU, metallbCPU := processCPU(b.manager.pid()), processCPU(driver.pid()), processCPU(metallbProc.pid())
 
 	bound, err := track(ctx, b.c, "driver claims Bound",
 		func() client.ObjectList { return &v1alpha1.IPAddressClaimList{} },
@@ -387,7 +381,7 @@ func (b *bench) driverClaims(ctx context.Context, res *driverResults, driver, me
 	defer held.Close()
 
 	say("creating %d claims of class %s with %d workers", n, driverClassName, b.opts.workers)
-	created, took, err := b.createClaims(ctx, driverClaimNamespace, driverClassName)
+	created, took, err := b.createClaims(ctx, n, driverClaimNamespace, driverClassName)
 	if err != nil {
 		return fmt.Errorf("creating driver claims: %w", err)
 	}
@@ -415,9 +409,10 @@ func (b *bench) driverClaims(ctx context.Context, res *driverResults, driver, me
 		return err
 	}
 	res.apiServerCPU = cpuDelta(before.cpu, after.cpu)
-	res.managerCPU = cpuDelta(managerCPU, processCPU(b.managerPid))
+	res.managerCPU = cpuDelta(managerCPU, processCPU(b.manager.pid()))
 	res.driverCPU = cpuDelta(driverCPU, processCPU(driver.pid()))
 	res.metallbCPU = cpuDelta(metallbCPU, processCPU(metallbProc.pid()))
+	res.managerMemory, res.driverMemory = b.memory(ctx, b.manager), b.memory(ctx, driver)
 	return nil
 }
 
@@ -525,7 +520,7 @@ func (r *driverResults) print(w io.Writer, opts options) {
 
 	fmt.Fprintf(w, "\nmutating requests while provisioning (kube-apiserver apiserver_request_total; every client):\n")
 	printRequests(w, r.writes, n, "ipaddressclaims")
-	r.printAgents(w, n, total)
+	printAgents(w, r.agents, n, total)
 	if len(r.anomalies) > 0 {
 		fmt.Fprintf(w, "\nanomalies (%d):\n", len(r.anomalies))
 		for i, a := range r.anomalies {
@@ -557,22 +552,22 @@ func printRequests(w io.Writer, writes requests, n float64, created string) {
 
 // printAgents prints the same writes by client, from the audit log; its
 // total differs from the metric's only by requests at the window's edges.
-func (r *driverResults) printAgents(w io.Writer, n, metricTotal float64) {
-	fmt.Fprintf(w, "\nthe same by client (kube-apiserver audit log, user agent up to the first \"/\"; %.0f requests):\n", r.agents.total())
+func printAgents(w io.Writer, agents auditCounts, n, metricTotal float64) {
+	fmt.Fprintf(w, "\nthe same by client (kube-apiserver audit log, user agent up to the first \"/\"; %.0f requests):\n", agents.total())
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "  agent\tresource\tverb\trequests\tper claim\tnon-2xx\t\n")
-	agents := r.agents.byAgent()
+	byAgent := agents.byAgent()
 	prev := ""
-	for _, k := range r.agents.sorted() {
+	for _, k := range agents.sorted() {
 		if k.agent != prev {
-			fmt.Fprintf(tw, "  %s\t(all)\t\t%8.0f\t%9.2f\t\t\n", k.agent, agents[k.agent], agents[k.agent]/n)
+			fmt.Fprintf(tw, "  %s\t(all)\t\t%8.0f\t%9.2f\t\t\n", k.agent, byAgent[k.agent], byAgent[k.agent]/n)
 			prev = k.agent
 		}
-		c := r.agents[k]
+		c := agents[k]
 		fmt.Fprintf(tw, "  \t%s\t%-6s\t%8.0f\t%9.2f\t%7.0f\t\n", k.resource, k.verb, c.total(), c.total()/n, c.failed)
 	}
 	_ = tw.Flush()
-	if d := r.agents.total() - metricTotal; d != 0 {
+	if d := agents.total() - metricTotal; d != 0 {
 		fmt.Fprintf(w, "  (%+.0f against apiserver_request_total)\n", d)
 	}
 }

@@ -1,69 +1,49 @@
 // Command bench is what `make bench` runs: it measures how fast the shipped
-// manager binary (bin/manager) binds IPAddressClaims, and how many API writes
-// each binding costs, on one local control plane (test/controlplane); then
-// the same for claims of a MetalLB class served by the driver
-// (bin/metallb-iad), against what MetalLB alone takes for as many addresses.
+// binaries bind IPAddressClaims, and how many API writes each binding
+// costs, on one local control plane (test/controlplane) with the
+// controllers configured as the charts deploy them: each as its own
+// ServiceAccount, leader election on, the admission webhooks and the
+// service-pins policy installed, the binaries' default client-side limits
+// (-unthrottled adds --kube-api-qps=-1, the old lab setting).
 //
 // In one run it
 //
 //  1. starts etcd, kube-apiserver (with an audit log of every write, which
 //     names the client) and kube-controller-manager, builds bin/manager and
-//     bin/metallb-iad (`go build`, a no-op when they are up to date) and
-//     starts the manager as a child process without leader election,
-//     metrics or probes, and with client-side rate limiting off
-//     (--kube-api-qps=-1);
+//     bin/metallb-iad, and starts the manager with the chart's flags;
 //  2. creates N ConfigMaps with -workers concurrent clients: the raw create
-//     rate of plain objects on this machine, the yardstick for the rest;
-//  3. creates an IPAddressClass and N IPAddresses of it (100.64.0.0/16,
-//     source fromClass) and waits until the manager has made them all
-//     Available;
-//  4. snapshots kube-apiserver's apiserver_request_total, creates N IPv4
-//     claims of the class with -workers concurrent clients, waits (through a
-//     watch) until every claim is Bound and every address is Bound, lets the
-//     writes settle, and snapshots the counter again;
-//  5. prints the bind rate (N over the time from the first create request to
-//     the last claim seen Bound), p50 and p99 of each claim's time from its
-//     create request to being seen Bound, the mutating API requests (POST,
-//     PUT, PATCH, DELETE, of every resource, events included; requests
-//     refused with 409 Conflict count too, and show as non-2xx) per bound claim
-//     in total and without the N creates (the controller's share) with a
-//     breakdown by resource and verb, the raw create rate and the ratio of
-//     the two rates, next to the targets: ratio ≥ 0.15, ≤ 4 controller
-//     writes per bind; and the CPU time kube-apiserver and the manager spent
-//     per bound claim, to tell which of them limits the rate;
-//  6. (the driver path, unless -driver=false) starts MetalLB's controller
-//     (bin/metallb-controller) and creates two disjoint autoAssign: false
-//     IPAddressPools sized 4×N; measures the MetalLB floor: N single-stack
-//     LoadBalancer Services, each pinned with metallb.io/loadBalancerIPs to
-//     its own address of the first pool, from the first create until MetalLB
-//     has written every one's address into its status; deletes them and
-//     waits until they are gone;
-//  7. starts bin/metallb-iad (in its namespace metallb-iad-system, flags as
-//     for the manager), creates a class of provisioner
-//     metallb.drivers.local.sdn.cozystack.io naming the second pool and waits
-//     until the driver reports it Ready; then creates N IPv4 claims of it as
-//     in step 4 and waits until every claim is Bound and every address of
-//     the class is held: its placeholder Service carries its IP in status;
-//  8. prints both times against the floor (targets: all Bound within 0.5 ×
-//     the floor, all held within 1.1 × the floor), p50 and p99 per claim,
-//     the writes per claim in all and without the N claim creates (target
-//     ≤ 8, MetalLB's and events included) by resource and verb, and by
-//     client from the audit log, and each process's CPU per claim.
+//     rate of plain objects on this machine, the floor for the rest;
+//  3. static phase: creates an IPAddressClass and N IPAddresses of it
+//     (source fromClass), waits until they are Available, creates N IPv4
+//     claims and waits (through a watch) until every claim is Bound, lets
+//     the writes settle, and counts the writes from kube-apiserver's
+//     apiserver_request_total and, by client, from its audit log;
+//  4. the same with -large claims of a second class: the time per claim
+//     at that size against N's;
+//  5. (the driver path, unless -driver=false) starts MetalLB's controller,
+//     measures the MetalLB floor — N Services pinned to addresses of an
+//     autoAssign: false pool, from the first create until MetalLB wrote
+//     every one's address into its status — then starts bin/metallb-iad,
+//     creates a class of its provisioner and N claims of it, and waits
+//     until every claim is Bound and every address is held by its
+//     placeholder in MetalLB's books;
+//  6. prints each phase's figures, then a summary of every figure beside
+//     its target: the bind rate against the floor, the time per claim at
+//     -large against N, the driver path's times against MetalLB's floor,
+//     the controllers' writes per claim (events included, the tenant's
+//     creates and MetalLB's writes excluded), kube-apiserver's CPU per bind,
+//     and the controllers' resident set and Go heap after each phase.
 //
 // It never fails on the figures: it fails only when something does not work
 // (a start fails, a create fails, or a wait outlasts -timeout). It
 // stops every process and the control plane on the way out, also on Ctrl-C.
 // Every process's output, the control plane's included, and the audit log
 // go to a log directory, kept when the run fails (or with -keep-logs).
-// The API server counts every client's requests, so the breakdown also holds
-// the control plane's own background writes (Lease renewals), a handful per
-// run, and on the driver path kube-apiserver's own ClusterIP allocations
-// (networking.k8s.io IPAddresses, one per Service).
 //
 // Usage:
 //
-//	go run ./test/bench [-n 1000] [-workers 32] [-timeout 10m] [-v] [-keep-logs] [-driver=false]
-//	    [-manager-args '--claim-workers=16'] [-driver-args '--provision-workers=8']
+//	go run ./test/bench [-n 1000] [-large 10000] [-workers 32] [-timeout 10m] [-v] [-keep-logs]
+//	    [-driver=false] [-unthrottled] [-manager-args '--claim-workers=16'] [-driver-args '--provision-workers=8']
 package main
 
 import (
@@ -97,6 +77,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/core"
+	"github.com/cozystack/address-controller/internal/driver"
 	"github.com/cozystack/address-controller/test/controlplane"
 	testmetallb "github.com/cozystack/address-controller/test/metallb"
 )
@@ -104,7 +86,12 @@ import (
 // Targets, printed next to the figures for reference.
 const (
 	targetRatio          = 0.15
-	targetWritesPerClaim = 4.0
+	targetWritesPerClaim = 3.0
+	// targetGrowth bounds the time per claim of the large static phase
+	// against the first.
+	targetGrowth = 1.2
+	// chartLimit is the memory limit the charts set on each controller.
+	chartLimit = 256 << 20
 )
 
 // What the benchmark creates.
@@ -114,6 +101,7 @@ const (
 	className          = "bench"
 	provisioner        = "bench.example.com/static"
 	firstIP            = "100.64.0.0"
+	largeFirstIP       = "100.65.0.0"
 	maxObjects         = 1 << 16 // addresses in 100.64.0.0/16
 )
 
@@ -126,6 +114,9 @@ const (
 
 type options struct {
 	n, workers  int
+	large       int
+	unthrottled bool
+	pprof       bool
 	timeout     time.Duration
 	verbose     bool
 	keepLogs    bool
@@ -141,6 +132,9 @@ func main() {
 	// (such as -kubeconfig) on the default one that mean nothing here.
 	fs := flag.NewFlagSet(os.Args[0], flag.ExitOnError)
 	fs.IntVar(&opts.n, "n", 1000, "objects of each kind: ConfigMaps, IPAddresses, IPAddressClaims, MetalLB Services")
+	fs.IntVar(&opts.large, "large", 10000, "claims of a second static class, measured after the first N (time per claim against N's); 0 skips")
+	fs.BoolVar(&opts.unthrottled, "unthrottled", false, "run the controllers with client-side rate limiting off (--kube-api-qps=-1) instead of the shipped default")
+	fs.BoolVar(&opts.pprof, "pprof", false, "profile the controllers (--pprof-bind-address): CPU while claims bind, heap after each phase, saved in the log directory (kept)")
 	fs.IntVar(&opts.workers, "workers", 32, "concurrent clients creating ConfigMaps, IPAddresses, claims and Services")
 	fs.DurationVar(&opts.timeout, "timeout", 10*time.Minute, "give up when a wait takes longer than this (a stuck run, not a slow one)")
 	fs.BoolVar(&opts.verbose, "v", false, "copy the output of every process the bench starts to stderr")
@@ -149,9 +143,10 @@ func main() {
 	fs.StringVar(&managerArgs, "manager-args", "", "extra flags for bin/manager, space-separated")
 	fs.StringVar(&driverArgs, "driver-args", "", "extra flags for bin/metallb-iad, space-separated")
 	_ = fs.Parse(os.Args[1:]) // ExitOnError: never returns an error
+	opts.keepLogs = opts.keepLogs || opts.pprof
 	opts.managerArgs = strings.Fields(managerArgs)
 	opts.driverArgs = strings.Fields(driverArgs)
-	if opts.n < 1 || opts.n > maxObjects || opts.workers < 1 {
+	if opts.n < 1 || opts.n > maxObjects || opts.large < 0 || opts.large > maxObjects || opts.workers < 1 {
 		fmt.Fprintf(os.Stderr, "bench: -n must be in 1..%d and -workers at least 1\n", maxObjects)
 		os.Exit(2)
 	}
@@ -238,19 +233,6 @@ func run(opts options) (err error) {
 	}
 	defer func() { err = errors.Join(err, procs.stop()) }()
 
-	managerFlags := append([]string{
-		"--kubeconfig=" + kubeconfig,
-		"--leader-elect=false",
-		"--metrics-bind-address=0",
-		"--health-probe-bind-address=0",
-		"--webhook-port=0",  // the bench measures binding, not admission
-		"--kube-api-qps=-1", // negative: no client-side rate limit
-	}, opts.managerArgs...)
-	mgr, err := procs.start("manager", filepath.Join(root, "bin", "manager"), managerFlags)
-	if err != nil {
-		return err
-	}
-
 	cfg := rest.CopyConfig(cp.Config)
 	cfg.QPS, cfg.Burst = -1, 0 // negative QPS: no client-side rate limit
 	cfg.UserAgent = "bench"    // the tenant, in the audit log's breakdown
@@ -259,24 +241,43 @@ func run(opts options) (err error) {
 		return err
 	}
 	b := &bench{
-		opts: opts, c: c, cp: cp, managerPid: mgr.pid(),
+		opts: opts, c: c, cp: cp,
 		root: root, binDir: binDir, tmp: tmp, kubeconfig: kubeconfig, procs: procs,
 		auditPath: filepath.Join(logDir, auditLog),
 	}
-	res, err := b.measure(ctx)
-	if err != nil {
+	if b.shipped, err = b.prepareShipped(ctx); err != nil {
 		return err
 	}
-	res.controlPlaneStart = cpReady
-	res.print(os.Stdout, opts)
-	if !opts.driver {
-		return nil
-	}
-	dres, err := b.measureDriver(ctx)
-	if err != nil {
+	defer func() { err = errors.Join(err, b.shipped.webhooks.Cleanup()) }()
+	if b.manager, err = procs.start("manager", filepath.Join(root, "bin", "manager"), b.managerArgs(b.shipped)); err != nil {
 		return err
 	}
-	dres.print(os.Stdout, opts)
+	if err := b.startWebhooks(ctx, b.shipped); err != nil {
+		return fmt.Errorf("%w%s", err, b.manager.describe())
+	}
+
+	sum := &summary{opts: opts, controlPlaneStart: cpReady}
+	if err := b.measureRaw(ctx, &sum.raw); err != nil {
+		return err
+	}
+	if sum.static, err = b.measureStatic(ctx, staticPhase{n: opts.n, class: className, namespace: claimNamespace, first: firstIP}); err != nil {
+		return err
+	}
+	sum.static.print(os.Stdout, opts, "core: static class")
+	if opts.large > 0 {
+		ph := staticPhase{n: opts.large, class: className + "-large", namespace: claimNamespace + "-large", first: largeFirstIP}
+		if sum.large, err = b.measureStatic(ctx, ph); err != nil {
+			return err
+		}
+		sum.large.print(os.Stdout, opts, "core: static class, large")
+	}
+	if opts.driver {
+		if sum.driver, err = b.measureDriver(ctx); err != nil {
+			return err
+		}
+		sum.driver.print(os.Stdout, opts)
+	}
+	sum.print(os.Stdout)
 	return nil
 }
 
@@ -338,10 +339,11 @@ func startControlPlane(ctx context.Context, procs *children, binDir string, driv
 
 // bench holds what the measurements share.
 type bench struct {
-	opts       options
-	c          client.WithWatch
-	cp         *controlplane.ControlPlane
-	managerPid int
+	opts    options
+	c       client.WithWatch
+	cp      *controlplane.ControlPlane
+	manager *child
+	shipped *shipped
 
 	// What the driver path starts its processes with.
 	root, binDir, tmp, kubeconfig string
@@ -350,63 +352,96 @@ type bench struct {
 	auditPath string
 }
 
-// results are the figures printed.
-type results struct {
-	controlPlaneStart time.Duration
-	rawElapsed        time.Duration
-	provisionElapsed  time.Duration
+// rawResults are the yardstick's figures.
+type rawResults struct {
+	rawElapsed time.Duration
+	// rawAPIServerCPU is what kube-apiserver used creating the ConfigMaps.
+	rawAPIServerCPU float64
+}
+
+// staticResults are one static phase's figures.
+type staticResults struct {
+	n                int
+	provisionElapsed time.Duration
 	// bindElapsed runs from the first claim create request to the last
 	// claim seen Bound.
 	bindElapsed time.Duration
 	createTime  time.Duration // creating the N claims
 	timeToBound []time.Duration
 	writes      requests
+	agents      auditCounts
 	// apiServerCPU and managerCPU are the CPU seconds kube-apiserver and
 	// the manager used from just before the first claim create until the
-	// writes settled, rawAPIServerCPU what kube-apiserver used creating the
-	// ConfigMaps; negative when unknown.
-	apiServerCPU, managerCPU, rawAPIServerCPU float64
+	// writes settled; negative when unknown.
+	apiServerCPU, managerCPU float64
+	// memory is the manager's after the phase.
+	memory memory
 }
 
-func (b *bench) measure(ctx context.Context) (*results, error) {
-	n, res := b.opts.n, &results{}
-	for _, ns := range []string{configMapNamespace, claimNamespace} {
+// perClaim is the time per claim.
+func (r *staticResults) perClaim() time.Duration { return r.bindElapsed / time.Duration(r.n) }
+
+// controllerWrites are the writes the core and the driver made, from
+// the audit log: events included, the tenant's and MetalLB's excluded.
+func controllerWritesOf(a auditCounts) float64 {
+	agents := a.byAgent()
+	return agents[core.EventSource] + agents[driver.EventSource]
+}
+
+// staticPhase is one measurement of the core alone: n claims of a class
+// whose addresses exist up front (source fromClass), from first.
+type staticPhase struct {
+	n                int
+	class, namespace string
+	first            string
+}
+
+// measureRaw measures the raw create rate of ConfigMaps: the yardstick.
+func (b *bench) measureRaw(ctx context.Context, res *rawResults) error {
+	n := b.opts.n
+	for _, ns := range []string{configMapNamespace} {
 		if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			return nil, err
+			return err
 		}
 	}
-
 	// A fresh API server is slower for its first requests (caches, TLS
 	// sessions, etcd warm-up); warm it up so the raw rate is its steady one.
-	if _, err := b.createAll(ctx, func(ctx context.Context, i int) error {
-		if i >= n/4 {
-			return nil
-		}
+	if _, err := b.createAll(ctx, n/4, func(ctx context.Context, i int) error {
 		return b.c.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: configMapNamespace, Name: fmt.Sprintf("warm-%05d", i)}})
 	}); err != nil {
-		return nil, fmt.Errorf("warming up: %w", err)
+		return fmt.Errorf("warming up: %w", err)
 	}
 	say("creating %d ConfigMaps with %d workers", n, b.opts.workers)
 	rawBefore, err := b.snapshot(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	res.rawElapsed, err = b.createAll(ctx, func(ctx context.Context, i int) error {
+	res.rawElapsed, err = b.createAll(ctx, n, func(ctx context.Context, i int) error {
 		return b.c.Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Namespace: configMapNamespace, Name: fmt.Sprintf("cm-%05d", i)},
 			Data:       map[string]string{"index": fmt.Sprint(i)},
 		})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("creating ConfigMaps: %w", err)
+		return fmt.Errorf("creating ConfigMaps: %w", err)
 	}
 	rawAfter, err := b.snapshot(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	res.rawAPIServerCPU = cpuDelta(rawBefore.cpu, rawAfter.cpu)
+	return nil
+}
 
-	if res.provisionElapsed, err = b.provision(ctx); err != nil {
+// measureStatic provisions the phase's addresses, then creates its claims
+// and waits until every one is Bound.
+func (b *bench) measureStatic(ctx context.Context, ph staticPhase) (*staticResults, error) {
+	res := &staticResults{n: ph.n}
+	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ph.namespace}}); err != nil {
+		return nil, err
+	}
+	var err error
+	if res.provisionElapsed, err = b.provision(ctx, ph); err != nil {
 		return nil, err
 	}
 
@@ -414,24 +449,30 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 	if err != nil {
 		return nil, err
 	}
-	managerCPUBefore := processCPU(b.managerPid)
+	managerCPUBefore := processCPU(b.manager.pid())
 
 	claimsBound, err := track(ctx, b.c, "claims Bound",
 		func() client.ObjectList { return &v1alpha1.IPAddressClaimList{} },
-		[]client.ListOption{client.InNamespace(claimNamespace)}, n,
+		[]client.ListOption{client.InNamespace(ph.namespace)}, ph.n,
 		func(o client.Object) bool { return o.(*v1alpha1.IPAddressClaim).Status.Phase == v1alpha1.ClaimBound })
 	if err != nil {
 		return nil, err
 	}
 	defer claimsBound.Close()
 
-	say("creating %d claims with %d workers", n, b.opts.workers)
+	say("creating %d claims of class %s with %d workers", ph.n, ph.class, b.opts.workers)
+	profiled := make(chan struct{})
+	go func() {
+		defer close(profiled)
+		b.profile(ctx, b.manager, "profile?seconds=20", ph.class+"-cpu")
+	}()
+	defer func() { <-profiled }()
 	var created []time.Time
-	created, res.createTime, err = b.createClaims(ctx, claimNamespace, className)
+	created, res.createTime, err = b.createClaims(ctx, ph.n, ph.namespace, ph.class)
 	if err != nil {
 		return nil, fmt.Errorf("creating claims: %w", err)
 	}
-	say("created %d claims in %s; waiting for them to be Bound", n, res.createTime.Round(time.Millisecond))
+	say("created %d claims in %s; waiting for them to be Bound", ph.n, res.createTime.Round(time.Millisecond))
 	if err := claimsBound.wait(ctx, b.opts.timeout); err != nil {
 		return nil, err
 	}
@@ -448,17 +489,23 @@ func (b *bench) measure(ctx context.Context) (*results, error) {
 		return nil, err
 	}
 	res.writes = after.writes.since(before.writes)
+	if res.agents, err = readAudit(b.auditPath, before.audit, after.audit); err != nil {
+		return nil, err
+	}
 	res.apiServerCPU = cpuDelta(before.cpu, after.cpu)
-	res.managerCPU = cpuDelta(managerCPUBefore, processCPU(b.managerPid))
+	res.managerCPU = cpuDelta(managerCPUBefore, processCPU(b.manager.pid()))
+	res.memory = b.memory(ctx, b.manager)
+	b.profile(ctx, b.manager, "heap", ph.class+"-heap")
+	say("%d claims Bound in %s; manager %s", ph.n, res.bindElapsed.Round(time.Millisecond), res.memory)
 	return res, nil
 }
 
-// createClaims creates N IPv4 claims of class in namespace with the
+// createClaims creates n IPv4 claims of class in namespace with the
 // bench's workers; it returns when each create was sent and how long all
 // took.
-func (b *bench) createClaims(ctx context.Context, namespace, class string) (created []time.Time, took time.Duration, err error) {
-	created = make([]time.Time, b.opts.n)
-	took, err = b.createAll(ctx, func(ctx context.Context, i int) error {
+func (b *bench) createClaims(ctx context.Context, n int, namespace, class string) (created []time.Time, took time.Duration, err error) {
+	created = make([]time.Time, n)
+	took, err = b.createAll(ctx, n, func(ctx context.Context, i int) error {
 		created[i] = time.Now()
 		return b.c.Create(ctx, &v1alpha1.IPAddressClaim{
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: claimName(i)},
@@ -470,14 +517,14 @@ func (b *bench) createClaims(ctx context.Context, namespace, class string) (crea
 
 func claimName(i int) string { return fmt.Sprintf("claim-%05d", i) }
 
-// provision creates the class and N addresses of it, and waits until the
-// manager has made every one Available.
-func (b *bench) provision(ctx context.Context) (time.Duration, error) {
-	n := b.opts.n
-	say("provisioning %d IPAddresses of class %s", n, className)
+// provision creates the phase's class and its addresses, and waits until
+// the manager has made every one Available.
+func (b *bench) provision(ctx context.Context, ph staticPhase) (time.Duration, error) {
+	n := ph.n
+	say("provisioning %d IPAddresses of class %s", n, ph.class)
 	start := time.Now()
 	class := &v1alpha1.IPAddressClass{
-		ObjectMeta: metav1.ObjectMeta{Name: className},
+		ObjectMeta: metav1.ObjectMeta{Name: ph.class},
 		Spec:       v1alpha1.IPAddressClassSpec{Provisioner: provisioner, ReclaimPolicy: v1alpha1.ReclaimRetain},
 	}
 	if err := b.c.Create(ctx, class); err != nil {
@@ -485,14 +532,17 @@ func (b *bench) provision(ctx context.Context) (time.Duration, error) {
 	}
 	available, err := track(ctx, b.c, "addresses Available",
 		func() client.ObjectList { return &v1alpha1.IPAddressList{} }, nil, n,
-		func(o client.Object) bool { return o.(*v1alpha1.IPAddress).Status.Phase == v1alpha1.AddressAvailable })
+		func(o client.Object) bool {
+			a := o.(*v1alpha1.IPAddress)
+			return a.Spec.ClassName == ph.class && a.Status.Phase == v1alpha1.AddressAvailable
+		})
 	if err != nil {
 		return 0, err
 	}
 	defer available.Close()
 
-	ips := addressesFrom(firstIP, n)
-	_, err = b.createAll(ctx, func(ctx context.Context, i int) error {
+	ips := addressesFrom(ph.first, n)
+	_, err = b.createAll(ctx, n, func(ctx context.Context, i int) error {
 		name, err := v1alpha1.IPAddressName(ips[i].String())
 		if err != nil {
 			return err
@@ -501,7 +551,7 @@ func (b *bench) provision(ctx context.Context) (time.Duration, error) {
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: v1alpha1.IPAddressSpec{
 				Address:       ips[i].String(),
-				ClassName:     className,
+				ClassName:     ph.class,
 				ReclaimPolicy: v1alpha1.ReclaimRetain,
 				Source:        v1alpha1.AddressSource{FromClass: &v1alpha1.FromClassSource{}},
 			},
@@ -520,17 +570,17 @@ func (b *bench) provision(ctx context.Context) (time.Duration, error) {
 
 // createAll calls create for 0..n-1 from opts.workers goroutines and returns
 // the wall time; the first error stops it.
-func (b *bench) createAll(ctx context.Context, create func(ctx context.Context, i int) error) (time.Duration, error) {
+func (b *bench) createAll(ctx context.Context, n int, create func(ctx context.Context, i int) error) (time.Duration, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
-	for range min(b.opts.workers, b.opts.n) {
+	for range min(b.opts.workers, n) {
 		wg.Go(func() {
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= b.opts.n || ctx.Err() != nil {
+				if i >= n || ctx.Err() != nil {
 					return
 				}
 				if err := create(ctx, i); err != nil {
@@ -606,40 +656,29 @@ func controllerWrites(r requests) float64 {
 	return t
 }
 
-func (r *results) print(w io.Writer, opts options) {
-	n := float64(opts.n)
-	rawRate := n / r.rawElapsed.Seconds()
+func (r *staticResults) print(w io.Writer, opts options, title string) {
+	n := float64(r.n)
 	bindRate := n / r.bindElapsed.Seconds()
-	ratio := bindRate / rawRate
 	total := r.writes.total()
-	controller := controllerWrites(r.writes) - n
-
-	fmt.Fprintf(w, "\naddress-controller bench: N=%d, %d workers, %d CPUs (%s/%s%s), %s\n",
-		opts.n, opts.workers, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, cpuModel(), runtime.Version())
-	fmt.Fprintf(w, "control plane start %s; %d addresses provisioned and Available in %s\n\n",
-		r.controlPlaneStart.Round(100*time.Millisecond), opts.n, r.provisionElapsed.Round(time.Millisecond))
-
+	fmt.Fprintf(w, "\n%s: N=%d, %d workers; %d addresses provisioned and Available in %s\n\n",
+		title, r.n, opts.workers, r.n, r.provisionElapsed.Round(time.Millisecond))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(name, value, note string) { fmt.Fprintf(tw, "  %s\t%s\t%s\n", name, value, note) }
-	row("raw create rate (ConfigMaps)", fmt.Sprintf("%.1f objects/s", rawRate), fmt.Sprintf("%d in %s", opts.n, r.rawElapsed.Round(time.Millisecond)))
 	row("claims bound per second", fmt.Sprintf("%.1f claims/s", bindRate),
-		fmt.Sprintf("%d from first create to last Bound in %s (creates took %s)", opts.n, r.bindElapsed.Round(time.Millisecond), r.createTime.Round(time.Millisecond)))
-	row("bind rate / raw create rate", fmt.Sprintf("%.3f", ratio), target(ratio >= targetRatio, fmt.Sprintf("target ≥ %.2f", targetRatio)))
+		fmt.Sprintf("%d from first create to last Bound in %s (creates took %s)", r.n, r.bindElapsed.Round(time.Millisecond), r.createTime.Round(time.Millisecond)))
+	row("time per claim", r.perClaim().Round(time.Microsecond).String(), "")
 	row("time to Bound p50", percentile(r.timeToBound, 0.50).Round(time.Millisecond).String(), "from the create request to the watch seeing Bound")
 	row("time to Bound p99", percentile(r.timeToBound, 0.99).Round(time.Millisecond).String(), "max "+r.timeToBound[len(r.timeToBound)-1].Round(time.Millisecond).String())
-	row("API writes per bound claim, total", fmt.Sprintf("%.3f", total/n), fmt.Sprintf("%.0f mutating requests, the %d claim creates included", total, opts.n))
-	row("API writes per bound claim, controller", fmt.Sprintf("%.3f", controller/n), target(controller/n <= targetWritesPerClaim, fmt.Sprintf("target ≤ %.0f", targetWritesPerClaim)))
+	row("API writes per bound claim, total", fmt.Sprintf("%.3f", total/n), fmt.Sprintf("%.0f mutating requests, the %d claim creates included", total, r.n))
+	row("API writes per bound claim, controllers", fmt.Sprintf("%.3f", controllerWritesOf(r.agents)/n), "from the audit log, events included")
 	row("CPU per bound claim, kube-apiserver", cpuPer(r.apiServerCPU, n), "its process_cpu_seconds_total over the claim phase")
 	row("CPU per bound claim, manager", cpuPer(r.managerCPU, n), "from /proc over the claim phase")
-	row("CPU per ConfigMap create, kube-apiserver", cpuPer(r.rawAPIServerCPU, n), "for comparison")
-	if r.rawAPIServerCPU > 0 {
-		row("kube-apiserver CPU of a bind", fmt.Sprintf("%.1f ConfigMap creates", r.apiServerCPU/r.rawAPIServerCPU),
-			"what one bound claim costs the API server, in raw creates")
-	}
+	row("manager memory after the phase", r.memory.String(), "")
 	_ = tw.Flush()
 
 	fmt.Fprintf(w, "\nmutating requests while binding (kube-apiserver apiserver_request_total; every client):\n")
 	printRequests(w, r.writes, n, "ipaddressclaims")
+	printAgents(w, r.agents, n, total)
 	fmt.Fprintln(w)
 }
 
@@ -708,4 +747,68 @@ func cpuModel() string {
 		}
 	}
 	return ""
+}
+
+// summary is every figure of the run beside its target, printed last.
+type summary struct {
+	opts              options
+	controlPlaneStart time.Duration
+	raw               rawResults
+	static, large     *staticResults
+	driver            *driverResults
+}
+
+func (s *summary) print(w io.Writer) {
+	opts := s.opts
+	mode := "shipped defaults (chart flags, webhooks and policy, ServiceAccounts)"
+	if opts.unthrottled {
+		mode = "unthrottled (--kube-api-qps=-1)"
+	}
+	fmt.Fprintf(w, "\nsummary: N=%d, %d workers, %d CPUs (%s/%s%s), %s; %s; control plane start %s\n\n",
+		opts.n, opts.workers, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, cpuModel(), runtime.Version(), mode,
+		s.controlPlaneStart.Round(100*time.Millisecond))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(name, value, goal string) { fmt.Fprintf(tw, "  %s\t%s\t%s\n", name, value, goal) }
+	row("figure", "measured", "target")
+	n := float64(opts.n)
+	rawRate := n / s.raw.rawElapsed.Seconds()
+	row("raw create floor (ConfigMaps)", fmt.Sprintf("%.0f/s", rawRate), "—")
+	st := s.static
+	ratio := n / st.bindElapsed.Seconds() / rawRate
+	row("static binds", fmt.Sprintf("%.0f/s = %.3f × floor, p50 %s", n/st.bindElapsed.Seconds(), ratio,
+		percentile(st.timeToBound, 0.5).Round(time.Millisecond)), target(ratio >= targetRatio, fmt.Sprintf("≥ %.2f × floor", targetRatio)))
+	if s.large != nil {
+		l := s.large
+		grow := l.perClaim().Seconds() / st.perClaim().Seconds()
+		row(fmt.Sprintf("static binds at N = %d", l.n), fmt.Sprintf("%.0f/s, time per claim %.2f × N = %d's, p50 %s",
+			float64(l.n)/l.bindElapsed.Seconds(), grow, st.n, percentile(l.timeToBound, 0.5).Round(time.Millisecond)),
+			target(grow <= targetGrowth, fmt.Sprintf("time per claim ≤ %.1f ×", targetGrowth)))
+	}
+	staticWrites := controllerWritesOf(st.agents) / n
+	row("writes per static claim (core)", fmt.Sprintf("%.2f", staticWrites), target(staticWrites <= targetWritesPerClaim, fmt.Sprintf("≤ %.0f", targetWritesPerClaim)))
+	if s.raw.rawAPIServerCPU > 0 && st.apiServerCPU > 0 {
+		row("kube-apiserver CPU per static bind", fmt.Sprintf("%s = %.1f ConfigMap creates", cpuPer(st.apiServerCPU, n), st.apiServerCPU/s.raw.rawAPIServerCPU), "—")
+	}
+	if d := s.driver; d != nil {
+		floor := d.floorElapsed.Seconds()
+		bound, held := d.boundElapsed.Seconds()/floor, d.heldElapsed.Seconds()/floor
+		row(fmt.Sprintf("MetalLB floor (%d pinned Services)", opts.n), d.floorElapsed.Round(100*time.Millisecond).String(), "—")
+		row("driver path: all Bound", fmt.Sprintf("%s = %.2f × floor", d.boundElapsed.Round(100*time.Millisecond), bound),
+			target(bound <= targetBoundOfFloor, fmt.Sprintf("≤ %.1f × floor", targetBoundOfFloor)))
+		row("driver path: all held in MetalLB's books", fmt.Sprintf("%s = %.2f × floor", d.heldElapsed.Round(100*time.Millisecond), held),
+			target(held <= targetHeldOfFloor, fmt.Sprintf("≤ %.1f × floor", targetHeldOfFloor)))
+		dw := controllerWritesOf(d.agents) / n
+		row("writes per driver claim (core + driver)", fmt.Sprintf("%.2f", dw),
+			target(dw <= targetDriverWritesPerClaim, fmt.Sprintf("≤ %.0f", targetDriverWritesPerClaim)))
+		row("metallb-iad memory after the driver path", d.driverMemory.String(), target(d.driverMemory.rss <= chartLimit, "RSS ≤ "+mib(chartLimit)))
+		row("manager memory after the driver path", d.managerMemory.String(), target(d.managerMemory.rss <= chartLimit, "RSS ≤ "+mib(chartLimit)))
+	} else {
+		last := st
+		if s.large != nil {
+			last = s.large
+		}
+		row("manager memory at the end", last.memory.String(), target(last.memory.rss <= chartLimit, "RSS ≤ "+mib(chartLimit)))
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w)
 }

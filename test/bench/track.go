@@ -27,6 +27,7 @@ type tracker struct {
 	done    func(client.Object) bool
 	newList func() client.ObjectList
 	opts    []client.ListOption
+	c       client.WithWatch
 
 	mu   sync.Mutex
 	at   map[string]time.Time
@@ -42,7 +43,7 @@ type tracker struct {
 func track(ctx context.Context, c client.WithWatch, what string, newList func() client.ObjectList, opts []client.ListOption,
 	want int, done func(client.Object) bool) (*tracker, error) {
 	t := &tracker{
-		what: what, want: want, done: done, newList: newList, opts: opts,
+		what: what, want: want, done: done, newList: newList, opts: opts, c: c,
 		at: map[string]time.Time{}, full: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	if want == 0 {
@@ -163,6 +164,7 @@ func (t *tracker) wait(ctx context.Context, timeout time.Duration) error {
 	defer tick.Stop()
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
+	last, still := -1, 0
 	for {
 		select {
 		case <-t.full:
@@ -172,7 +174,21 @@ func (t *tracker) wait(ctx context.Context, timeout time.Duration) error {
 		case <-deadline.C:
 			return fmt.Errorf("only %d of %d %s after %s", t.count(), t.want, t.what, timeout)
 		case <-tick.C:
-			fmt.Fprintf(os.Stderr, "bench |   %d/%d %s\n", t.count(), t.want, t.what)
+			n := t.count()
+			fmt.Fprintf(os.Stderr, "bench |   %d/%d %s\n", n, t.want, t.what)
+			// A watch under load has been seen to miss a few changes for
+			// good: after 15 s without progress, a list catches up (the
+			// late ones are dated by it, a bound on their times).
+			if n == last {
+				if still++; still == 3 {
+					still = 0
+					if _, err := t.list(ctx, t.c); err == nil && t.count() > n {
+						fmt.Fprintf(os.Stderr, "bench |   a list found %d %s the watch had not shown\n", t.count()-n, t.what)
+					}
+				}
+			} else {
+				last, still = n, 0
+			}
 		}
 	}
 }

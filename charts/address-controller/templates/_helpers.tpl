@@ -68,3 +68,10 @@ annotations:
   helm.sh/hook-delete-policy: before-hook-creation
 {{- end -}}
 {{- end -}}
+
+{{- /* The core's own requests skip the validating webhooks. */}}
+{{- define "address-controller.notTheCore" -}}
+matchConditions:
+  - name: not-the-core
+    expression: request.userInfo.username != "system:serviceaccount:{{ .Release.Namespace }}:{{ include "address-controller.serviceAccountName" . }}"
+{{- end }}

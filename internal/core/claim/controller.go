@@ -87,6 +87,10 @@ type Reconciler struct {
 	assumed  *assumeCache
 	versions *lastwrite.Versions
 	wake     chan event.TypedGenericEvent[*v1alpha1.IPAddressClaim]
+	// freeBook files free addresses by pool, waitingBook waiting claims by
+	// WaitingKey: counts and smallest names without listing (nil in tests
+	// run without a manager: the indexes answer alone).
+	freeBook, waitingBook *index.Book
 }
 
 // init readies the reconciler's memory: at setup, or at the first
@@ -105,6 +109,24 @@ func (r *Reconciler) init() {
 // SetupWithManager registers the claim controller and its matcher.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	r.init()
+	r.freeBook = index.NewBook(func(o client.Object) []string {
+		if a := o.(*v1alpha1.IPAddress); free(a) {
+			return []string{index.PoolKey(a.Spec.ClassName, binding.Family(a), v1alpha1.AddressAvailable)}
+		}
+		return nil
+	})
+	r.waitingBook = index.NewOrderedBook(func(o client.Object) []string {
+		if c := o.(*v1alpha1.IPAddressClaim); !heldByQuota(c) {
+			return index.WaitingKeys(c)
+		}
+		return nil
+	}, func(o client.Object) string { return lineEntry(o.(*v1alpha1.IPAddressClaim)) })
+	if err := r.freeBook.Feed(context.Background(), mgr.GetCache(), &v1alpha1.IPAddress{}); err != nil {
+		return err
+	}
+	if err := r.waitingBook.Feed(context.Background(), mgr.GetCache(), &v1alpha1.IPAddressClaim{}); err != nil {
+		return err
+	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("ipaddressclaim").
 		For(&v1alpha1.IPAddressClaim{}).
@@ -118,7 +140,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	if err != nil {
 		return err
 	}
-	m := &matcher{client: mgr.GetClient(), wake: r.wake}
+	m := &matcher{client: mgr.GetClient(), wake: r.wake, free: r.freeBook}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("ipaddressclaim-matcher").
 		WatchesRawSource(source.Kind(mgr.GetCache(), &v1alpha1.IPAddress{}, becameAvailable())).
@@ -333,15 +355,10 @@ func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressCl
 			}
 			continue
 		}
-		// Read-only and uncopied: a pool may hold many Available addresses
-		// and only the smallest free one is passed on.
-		var list v1alpha1.IPAddressList
-		if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy,
-			client.MatchingFields{index.AddressPool: index.PoolKey(class.Name, f, v1alpha1.AddressAvailable)}); err != nil {
-			return out, err
-		}
-		a, busy := r.assumed.reserveSmallest(list.Items, free)
+		a, busy, err := r.smallestFree(ctx, class.Name, f)
 		switch {
+		case err != nil:
+			return out, err
 		case a != nil:
 			out = append(out, *a)
 		case busy:
@@ -350,6 +367,39 @@ func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressCl
 		}
 	}
 	return out, nil
+}
+
+// bookPeek is how many of a pool's smallest free addresses a pass tries
+// from the book before it lists the pool: more than the workers that may
+// hold one in flight.
+const bookPeek = 64
+
+// smallestFree reserves the smallest free address of family f of class:
+// from the book of free addresses, each confirmed against the cache, else
+// (the book lags or names only in-flight ones) from a read-only, uncopied
+// list of the pool. busy reports that an address was passed over only
+// because another worker holds it.
+func (r *Reconciler) smallestFree(ctx context.Context, class string, f v1alpha1.IPFamily) (*v1alpha1.IPAddress, bool, error) {
+	key := index.PoolKey(class, f, v1alpha1.AddressAvailable)
+	if r.freeBook != nil {
+		for _, name := range r.freeBook.First(key, bookPeek) {
+			var a v1alpha1.IPAddress
+			if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, &a); client.IgnoreNotFound(err) != nil {
+				return nil, false, err
+			} else if err != nil {
+				continue
+			}
+			if got, _ := r.assumed.reserveSmallest([]v1alpha1.IPAddress{a}, free); got != nil {
+				return got, false, nil
+			}
+		}
+	}
+	var list v1alpha1.IPAddressList
+	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressPool: key}); err != nil {
+		return nil, false, err
+	}
+	a, busy := r.assumed.reserveSmallest(list.Items, free)
+	return a, busy, nil
 }
 
 // keptInNamespace is, in a class that keeps Released addresses in their

@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -22,6 +23,10 @@ func (r *Reconciler) queue(ctx context.Context, claim *v1alpha1.IPAddressClaim, 
 	}
 	line := map[v1alpha1.IPFamily]place{}
 	for _, f := range binding.UnreportedFamilies(claim) {
+		if r.waitingBook != nil && r.freeBook != nil {
+			line[f] = r.placeInBook(claim, class.Name, f)
+			continue
+		}
 		var waiting v1alpha1.IPAddressClaimList
 		if err := r.Client.List(ctx, &waiting, client.UnsafeDisableDeepCopy,
 			client.MatchingFields{index.ClaimWaiting: index.WaitingKey(class.Name, f)}); err != nil {
@@ -44,6 +49,24 @@ func (r *Reconciler) queue(ctx context.Context, claim *v1alpha1.IPAddressClaim, 
 		line[f] = pl
 	}
 	return line, nil
+}
+
+// placeInBook is the claim's place in line from the books: the claims
+// filed before it, walked uncopied, and the pool's free count — no list
+// of a line that a burst of claims makes long.
+func (r *Reconciler) placeInBook(claim *v1alpha1.IPAddressClaim, class string, f v1alpha1.IPFamily) place {
+	pl := place{available: -1}
+	pl.ahead = r.waitingBook.Before(index.WaitingKey(class, f), lineEntry(claim))
+	if pl.ahead > 0 {
+		pl.available = min(r.freeBook.Len(index.PoolKey(class, f, v1alpha1.AddressAvailable)), pl.ahead+1)
+	}
+	return pl
+}
+
+// lineEntry files a claim in the waiting book so that entries sort as
+// older does: creation second, then namespace/name.
+func lineEntry(c *v1alpha1.IPAddressClaim) string {
+	return fmt.Sprintf("%020d/%s/%s", c.CreationTimestamp.Unix(), c.Namespace, c.Name)
 }
 
 // older reports whether claim a came before b: created earlier, or at the

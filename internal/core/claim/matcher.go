@@ -27,6 +27,8 @@ import (
 type matcher struct {
 	client client.Client
 	wake   chan<- event.TypedGenericEvent[*v1alpha1.IPAddressClaim]
+	// free counts a pool's free addresses without listing them.
+	free *index.Book
 }
 
 // waitingChanged enqueues the pools a claim enters or leaves. Leaving
@@ -80,12 +82,12 @@ func (m *matcher) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		return reconcile.Result{}, err
 	}
 	class, family, _ := strings.Cut(req.Name, "/")
-	var addrs v1alpha1.IPAddressList
-	if err := m.client.List(ctx, &addrs, client.UnsafeDisableDeepCopy,
-		client.MatchingFields{index.AddressPool: index.PoolKey(class, v1alpha1.IPFamily(family), v1alpha1.AddressAvailable)}); err != nil {
-		return reconcile.Result{}, err
+	key := index.PoolKey(class, v1alpha1.IPFamily(family), v1alpha1.AddressAvailable)
+	available := len(claims.Items) // with no book, wake every waiting claim
+	if m.free != nil {
+		available = m.free.Len(key)
 	}
-	for _, c := range oldestFirst(claims.Items, len(addrs.Items)) {
+	for _, c := range oldestFirst(claims.Items, available) {
 		select {
 		case m.wake <- event.TypedGenericEvent[*v1alpha1.IPAddressClaim]{Object: c}:
 		case <-ctx.Done():

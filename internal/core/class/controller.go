@@ -34,10 +34,18 @@ type Reconciler struct {
 	NearlyExhaustedPercent int
 
 	last written
+	// tally files every address by class and family, and by class, family
+	// and phase: the counts without listing the class (nil in tests run
+	// without a manager: the list answers).
+	tally *index.Book
 }
 
 // SetupWithManager registers the class controller.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	r.tally = index.NewBook(tallyKeys)
+	if err := r.tally.Feed(context.Background(), mgr.GetCache(), &v1alpha1.IPAddress{}); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("ipaddressclass").
 		For(&v1alpha1.IPAddressClass{}).

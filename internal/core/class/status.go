@@ -29,9 +29,9 @@ type written struct {
 
 // status is the class's status with the core's part recomputed: the
 // counts of its addresses and the exhaustion conditions.
-func status(class *v1alpha1.IPAddressClass, addrs []v1alpha1.IPAddress, percent int64, now time.Time) *v1alpha1.IPAddressClassStatus {
+func status(class *v1alpha1.IPAddressClass, counts []v1alpha1.FamilyAddresses, percent int64, now time.Time) *v1alpha1.IPAddressClassStatus {
 	after := class.DeepCopy()
-	after.Status.Addresses = binding.CountAddresses(addrs)
+	after.Status.Addresses = counts
 	exhausted, nearly := binding.ExhaustionConditions(after, percent)
 	binding.SetCondition(&after.Status.Conditions, exhausted, now)
 	binding.SetCondition(&after.Status.Conditions, nearly, now)
@@ -41,12 +41,12 @@ func status(class *v1alpha1.IPAddressClass, addrs []v1alpha1.IPAddress, percent 
 // writeStatus writes the class's counts and conditions when they changed:
 // at most once per statusInterval, unless Exhausted changed.
 func (r *Reconciler) writeStatus(ctx context.Context, class *v1alpha1.IPAddressClass) (reconcile.Result, error) {
-	var addrs v1alpha1.IPAddressList
-	if err := r.Client.List(ctx, &addrs, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressClassPhase: class.Name}); err != nil {
+	counts, err := r.counts(ctx, class.Name)
+	if err != nil {
 		return reconcile.Result{}, err
 	}
 	now := time.Now()
-	st := status(class, addrs.Items, r.percent(), now)
+	st := status(class, counts, r.percent(), now)
 	if equality.Semantic.DeepEqual(*st, class.Status) {
 		return reconcile.Result{}, nil
 	}
@@ -70,6 +70,42 @@ func (r *Reconciler) writeStatus(ctx context.Context, class *v1alpha1.IPAddressC
 	r.last.at[class.Name] = now
 	r.last.mu.Unlock()
 	return reconcile.Result{}, nil
+}
+
+// tallyKeys file an address under its class and family, and under its
+// class, family and phase.
+func tallyKeys(o client.Object) []string {
+	a := o.(*v1alpha1.IPAddress)
+	f := binding.Family(a)
+	if f == "" {
+		return nil
+	}
+	return []string{a.Spec.ClassName + "/" + string(f), a.Spec.ClassName + "/" + string(f) + "/" + string(a.Status.Phase)}
+}
+
+// counts are the class's addresses per family, from the tally; without
+// one, from a list of the class.
+func (r *Reconciler) counts(ctx context.Context, class string) ([]v1alpha1.FamilyAddresses, error) {
+	if r.tally == nil {
+		var addrs v1alpha1.IPAddressList
+		if err := r.Client.List(ctx, &addrs, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressClassPhase: class}); err != nil {
+			return nil, err
+		}
+		return binding.CountAddresses(addrs.Items), nil
+	}
+	var out []v1alpha1.FamilyAddresses
+	for _, f := range []v1alpha1.IPFamily{v1alpha1.IPv4, v1alpha1.IPv6} {
+		key := class + "/" + string(f)
+		total := int64(r.tally.Len(key))
+		if total == 0 {
+			continue
+		}
+		n := func(p v1alpha1.AddressPhase) int64 { return int64(r.tally.Len(key + "/" + string(p))) }
+		c := v1alpha1.FamilyAddresses{Family: f, Total: total, Available: n(v1alpha1.AddressAvailable), Released: n(v1alpha1.AddressReleased)}
+		c.Bound = total - c.Available - c.Released - n("")
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 func (r *Reconciler) percent() int64 {

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/binding"
 )
@@ -61,4 +64,27 @@ func checkClassName(name string, classes []v1alpha1.IPAddressClass) []string {
 		return nil
 	}
 	return []string{fmt.Sprintf("IPAddressClass %s does not exist (yet): the claim stays Pending until it does", name)}
+}
+
+// ProtectClaim does at admission what the claim reconciler's first pass
+// would otherwise write in a patch of its own (§4 steps 2 and 6): it adds
+// the protection finalizer and, when spec.className names a class that
+// exists and is not being deleted, stamps the class's provisioner, so a
+// driver sees the claim at once. The reconciler still writes whatever is
+// missing (a class created later, a claim admitted while no webhook ran).
+// It reports whether the claim carries a stamp now.
+func ProtectClaim(claim *v1alpha1.IPAddressClaim, classes []v1alpha1.IPAddressClass) (stamped bool) {
+	if claim == nil || claim.DeletionTimestamp != nil {
+		return false
+	}
+	controllerutil.AddFinalizer(claim, v1alpha1.FinalizerClaimProtection)
+	for i := range classes {
+		c := &classes[i]
+		if c.Name != claim.Spec.ClassName || c.DeletionTimestamp != nil || c.Spec.Provisioner == "" {
+			continue
+		}
+		metav1.SetMetaDataAnnotation(&claim.ObjectMeta, v1alpha1.AnnotationProvisioner, c.Spec.Provisioner)
+		return true
+	}
+	return false
 }

@@ -123,3 +123,37 @@ func TestDefaultClaimLeavesANilClaimAlone(t *testing.T) {
 		t.Errorf("warnings = %q, want none", w)
 	}
 }
+
+// The claim's first metadata write — protection finalizer and provisioner
+// stamp — is made at admission, saving the reconciler a patch per claim.
+func TestProtectClaim(t *testing.T) {
+	const stamp = "metallb.drivers.local.sdn.cozystack.io"
+	for _, tc := range []struct {
+		name      string
+		className string
+		classes   []v1alpha1.IPAddressClass
+		stamped   bool
+	}{
+		{"4-6 a class that exists: stamped", "public", []v1alpha1.IPAddressClass{class("private"), class("public")}, true},
+		{"4-6 a class yet to exist: not stamped", "public", []v1alpha1.IPAddressClass{class("private")}, false},
+		{"4-6 a class being deleted: not stamped", "public", []v1alpha1.IPAddressClass{class("public", beingDeleted)}, false},
+		{"4-6 no class named: not stamped", "", []v1alpha1.IPAddressClass{class("public", isDefault)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			claim := &v1alpha1.IPAddressClaim{Spec: v1alpha1.IPAddressClaimSpec{ClassName: tc.className}}
+			if got := ProtectClaim(claim, tc.classes); got != tc.stamped {
+				t.Errorf("stamped = %v, want %v", got, tc.stamped)
+			}
+			if diff := cmp.Diff([]string{v1alpha1.FinalizerClaimProtection}, claim.Finalizers); diff != "" {
+				t.Errorf("4-2 finalizers (-want +got):\n%s", diff)
+			}
+			want := ""
+			if tc.stamped {
+				want = stamp
+			}
+			if got := claim.Annotations[v1alpha1.AnnotationProvisioner]; got != want {
+				t.Errorf("stamp = %q, want %q", got, want)
+			}
+		})
+	}
+}

@@ -72,7 +72,12 @@ func (h handlers) defaultClaim(ctx context.Context, req admission.Request) admis
 	if err := h.reader.List(ctx, &classes); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	warnings := append(DropForeignStamp(&claim, req.UserInfo, h.principals), DefaultClaim(&claim, classes.Items)...)
+	dropped := DropForeignStamp(&claim, req.UserInfo, h.principals)
+	warnings := DefaultClaim(&claim, classes.Items)
+	if !ProtectClaim(&claim, classes.Items) {
+		// Stamped again at once, the dropped stamp needs no word.
+		warnings = append(dropped, warnings...)
+	}
 	switch denial, err := h.admitQuota(ctx, &claim); {
 	case err != nil:
 		return admission.Errored(http.StatusInternalServerError, err)

@@ -212,17 +212,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	p := decide(s)
-	if unsure(&a, p) {
+	switch {
+	case unsure(&a, p):
 		// Each kind is watched apart, so the cache may show the address
 		// newer than a Service — or, right after a leader wakes, older:
 		// what cannot be undone is decided on what the API server shows.
-		switch err := r.refresh(ctx, &s); {
-		case errors.Is(err, errStale):
-			return retry.Again()
-		case err != nil:
-			return reconcile.Result{}, err
-		}
+		err = r.refresh(ctx, &s)
 		p = decide(s)
+	case len(p.create) > 0:
+		// A placeholder made for an address the API server no longer has
+		// (a lagging cache) would take the address from its next
+		// incarnation when garbage collection deletes it.
+		err = r.alive(ctx, &a, false)
+	}
+	switch {
+	case errors.Is(err, errStale):
+		return retry.Again()
+	case err != nil:
+		return reconcile.Result{}, err
 	}
 	err = r.execute(ctx, &a, p)
 	switch {
@@ -252,12 +259,8 @@ func (r *Reconciler) refresh(ctx context.Context, s *snapshot) error {
 	// The address first: a cache older than the API server's address
 	// (another incarnation of the name, or an older version) is waited
 	// for, not acted on.
-	var live v1alpha1.IPAddress
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.address), &live); client.IgnoreNotFound(err) != nil {
+	if err := r.alive(ctx, s.address, true); err != nil {
 		return err
-	}
-	if live.UID != s.address.UID || live.ResourceVersion != s.address.ResourceVersion {
-		return errStale
 	}
 	svcs, err := r.liveServices(ctx, s)
 	if err != nil {
@@ -280,6 +283,22 @@ func (r *Reconciler) refresh(ctx context.Context, s *snapshot) error {
 		return err
 	}
 	return r.refreshPlaceholders(ctx, s)
+}
+
+// alive returns errStale unless the API server has the incarnation of
+// address a the cache shows — and, if exact, a's very version.
+func (r *Reconciler) alive(ctx context.Context, a *v1alpha1.IPAddress, exact bool) error {
+	if r.APIReader == nil {
+		return nil
+	}
+	var live v1alpha1.IPAddress
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(a), &live); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	if live.UID != a.UID || exact && live.ResourceVersion != a.ResourceVersion {
+		return errStale
+	}
+	return nil
 }
 
 // liveServices reads from the API server every Service the snapshot knows

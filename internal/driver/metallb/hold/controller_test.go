@@ -193,3 +193,35 @@ func TestRefreshKeepsTheOnlyHolder(t *testing.T) {
 		t.Errorf("after refresh the placeholder is deleted: %+v", got)
 	}
 }
+
+// A lagging cache may show an address the API server has deleted and its
+// placeholder already gone: a pass on it would create the placeholder
+// again, for an owner that no longer exists, and garbage collection would
+// delete it from under the name's next incarnation once MetalLB gave it the
+// address (found by make chaos). A placeholder is created only for the
+// incarnation the API server has; its version may be newer.
+func TestCreatesOnlyForTheLiveAddress(t *testing.T) {
+	cached := addr(v4, v1alpha1.AddressBound)
+	if p := decide(snapshotOf(t, world{address: cached, claim: true})); len(p.create) == 0 || unsure(cached, p) {
+		t.Fatalf("with no placeholder the plan should create one, without a refresh: %+v", summarize(cached, p))
+	}
+	newer := addr(v4, v1alpha1.AddressBound, associated("a"))
+	other := addr(v4, v1alpha1.AddressBound)
+	other.UID = "the-next-incarnation"
+	for _, tc := range []struct {
+		name string
+		live []client.Object
+		want error
+	}{
+		{"7-5 the same incarnation, a newer version", []client.Object{newer}, nil},
+		{"7-5 gone from the API server", nil, errStale},
+		{"7-5 another incarnation of the name", []client.Object{other}, errStale},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &Reconciler{APIReader: apiServer(t, tc.live...)}
+			if err := r.alive(context.Background(), cached, false); !errors.Is(err, tc.want) {
+				t.Errorf("alive = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}

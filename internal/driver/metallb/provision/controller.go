@@ -41,6 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/allocator"
 	"github.com/cozystack/address-controller/internal/binding"
 	"github.com/cozystack/address-controller/internal/driver/metallb"
 	"github.com/cozystack/address-controller/internal/index"
@@ -93,7 +94,7 @@ type inflight struct {
 }
 
 type usedList struct {
-	ips []netip.Addr
+	ips *allocator.Used
 	at  time.Time
 }
 
@@ -275,14 +276,13 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) (recheck time.Dura
 				ips = append(ips, e.ip)
 			}
 		}
-		list = usedList{ips: ips, at: now}
+		list = usedList{ips: allocator.NewUsed(ips), at: now}
 		r.used[s.class.Name] = list
 	}
 	if s.uncharged, err = r.uncharged(ctx, s); err != nil {
 		return 0, err
 	}
-	// Capped, so that what decide appends lands in a copy.
-	s.used = list.ips[:len(list.ips):len(list.ips)]
+	s.used = list.ips
 	for f, at := range r.claims[s.claim.UID] {
 		if !s.has[f] {
 			s.has[f] = true
@@ -325,8 +325,7 @@ func (r *Reconciler) reserve(claim types.UID, addrs []*v1alpha1.IPAddress) {
 		}
 		r.claims[claim][binding.Family(a)] = now
 		if list, ok := r.used[a.Spec.ClassName]; ok {
-			list.ips = append(list.ips, ip)
-			r.used[a.Spec.ClassName] = list
+			list.ips.Add(ip)
 		}
 	}
 }

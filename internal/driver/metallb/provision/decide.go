@@ -28,7 +28,7 @@ type snapshot struct {
 	// core binds those before the driver allocates anything new.
 	available map[v1alpha1.IPFamily]bool
 	// used are the taken addresses of the class's pool.
-	used []netip.Addr
+	used *allocator.Used
 	// uncharged are the families a ResourceQuota of the namespace limits
 	// and has not charged to the claim yet: the core charges a family
 	// before anything is provisioned for it (package quota).
@@ -75,7 +75,6 @@ func decide(s snapshot) plan {
 	if !serves(s.claim) || !live(s.object) {
 		return p
 	}
-	used := s.used
 	for _, f := range s.claim.Spec.Family.Families() {
 		if s.has[f] || s.available[f] || s.uncharged[f] {
 			continue
@@ -84,12 +83,12 @@ func decide(s snapshot) plan {
 			p.failure = "class " + s.class.Name + " is refused: " + s.class.Refusal
 			return p
 		}
-		ip, ok := allocator.FirstFree(s.class.Ranges, used, f)
+		// One address per family: the families never compete for one.
+		ip, ok := allocator.FirstFree(s.class.Ranges, s.used, f)
 		if !ok {
 			p.failure = fmt.Sprintf("IPAddressPool %s has no free %s address", s.class.PoolName, f)
 			continue
 		}
-		used = append(used, ip)
 		p.create = append(p.create, newAddress(s.claim, s.class.Name, s.policy, ip))
 	}
 	return p

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/allocator"
 	"github.com/cozystack/address-controller/internal/driver/metallb"
 	"github.com/cozystack/address-controller/internal/driver/metallb/metallbtest"
 )
@@ -110,7 +111,7 @@ func TestDecide(t *testing.T) {
 			case nil:
 				obj = classObject()
 			}
-			s := snapshot{claim: tc.claim, class: tc.class, object: obj, policy: v1alpha1.ReclaimRetain, has: tc.has, available: tc.available, used: tc.used}
+			s := snapshot{claim: tc.claim, class: tc.class, object: obj, policy: v1alpha1.ReclaimRetain, has: tc.has, available: tc.available, used: allocator.NewUsed(tc.used)}
 			p := decide(s)
 			var got []string
 			for _, a := range p.create {

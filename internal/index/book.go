@@ -1,0 +1,154 @@
+package index
+
+import (
+	"context"
+	"sync"
+
+	"github.com/google/btree"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Book keeps, per key, the names of the objects under it in order, fed by
+// an informer's events. The cache's field indexes answer "which objects
+// have key k" with an unordered list copied on every read — per pass, a
+// cost that grows with the pool. A Book answers "how many" and "the
+// smallest ones" without a copy, at O(log n). It is an accelerator, never
+// the record: callers confirm what it names against the cache, and fall
+// back to the index when it names nothing usable (it may lag the cache by
+// an event).
+type Book struct {
+	keys  func(client.Object) []string
+	entry func(client.Object) string
+
+	mu   sync.RWMutex
+	sets map[string]*btree.BTreeG[string]
+	// of is where each object is filed, to move or drop it.
+	of map[string]filing
+}
+
+type filing struct {
+	keys  []string
+	entry string
+}
+
+// NewBook files each object under keys(object), by its name (namespace/
+// name); an object with no keys is not filed.
+func NewBook(keys func(client.Object) []string) *Book {
+	return NewOrderedBook(keys, ObjectName)
+}
+
+// NewOrderedBook files each object under keys(object) as entry(object):
+// entries sort as strings, and First and Before follow that order.
+func NewOrderedBook(keys func(client.Object) []string, entry func(client.Object) string) *Book {
+	return &Book{keys: keys, entry: entry, sets: map[string]*btree.BTreeG[string]{}, of: map[string]filing{}}
+}
+
+// Feed registers the book on the informer of obj's kind.
+func (b *Book) Feed(ctx context.Context, c cache.Cache, obj client.Object) error {
+	inf, err := c.GetInformer(ctx, obj)
+	if err != nil {
+		return err
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { b.file(o) },
+		UpdateFunc: func(_, o any) { b.file(o) },
+		DeleteFunc: func(o any) {
+			if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = t.Obj
+			}
+			if obj, ok := o.(client.Object); ok {
+				b.put(ObjectName(obj), filing{})
+			}
+		},
+	})
+	return err
+}
+
+// ObjectName is namespace/name, or name for a cluster-scoped object.
+func ObjectName(o client.Object) string {
+	if ns := o.GetNamespace(); ns != "" {
+		return ns + "/" + o.GetName()
+	}
+	return o.GetName()
+}
+
+func (b *Book) file(o any) {
+	if obj, ok := o.(client.Object); ok {
+		f := filing{keys: b.keys(obj)}
+		if len(f.keys) > 0 {
+			f.entry = b.entry(obj)
+		}
+		b.put(ObjectName(obj), f)
+	}
+}
+
+// put files the object name as f says, and nowhere else.
+func (b *Book) put(name string, f filing) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := b.of[name]
+	for _, k := range old.keys {
+		if s := b.sets[k]; s != nil {
+			s.Delete(old.entry)
+			if s.Len() == 0 {
+				delete(b.sets, k)
+			}
+		}
+	}
+	if len(f.keys) == 0 {
+		delete(b.of, name)
+		return
+	}
+	b.of[name] = f
+	for _, k := range f.keys {
+		s := b.sets[k]
+		if s == nil {
+			s = btree.NewOrderedG[string](32)
+			b.sets[k] = s
+		}
+		s.ReplaceOrInsert(f.entry)
+	}
+}
+
+// Len is how many objects are filed under key.
+func (b *Book) Len(key string) int {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if s := b.sets[key]; s != nil {
+		return s.Len()
+	}
+	return 0
+}
+
+// Before is how many entries filed under key sort before entry: a walk
+// over them, uncopied.
+func (b *Book) Before(key, entry string) int {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	n := 0
+	if s := b.sets[key]; s != nil {
+		s.AscendLessThan(entry, func(string) bool {
+			n++
+			return true
+		})
+	}
+	return n
+}
+
+// First is up to n entries filed under key, smallest first.
+func (b *Book) First(key string, n int) []string {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	s := b.sets[key]
+	if s == nil || n <= 0 {
+		return nil
+	}
+	out := make([]string, 0, min(n, s.Len()))
+	s.Ascend(func(name string) bool {
+		out = append(out, name)
+		return len(out) < n
+	})
+	return out
+}

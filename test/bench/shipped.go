@@ -1,0 +1,262 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/policies"
+	"github.com/cozystack/address-controller/test/controlplane"
+)
+
+// The controllers' identities, as the charts name them: each runs as its
+// own ServiceAccount bound to the roles generated from its code.
+const (
+	coreNamespace = "address-controller-system"
+	coreAccount   = "address-controller"
+	driverAccount = "metallb-iad"
+	tokenValidity = 24 * 60 * 60
+)
+
+// shipped is what the bench runs the controllers with: what the charts
+// deploy (leader election, the webhooks and the service-pins policy, a
+// ServiceAccount each, the binaries' default client-side limits), or with
+// -unthrottled the old lab setting.
+type shipped struct {
+	coreKubeconfig, driverKubeconfig string
+	webhooks                         *controlplane.Webhooks
+	// metricsPort are the controllers' plain-HTTP metrics ports, for the
+	// Go heap figures.
+	metricsPort map[string]int
+	// pprofPort are their pprof ports, with -pprof.
+	pprofPort map[string]int
+}
+
+// prepareShipped creates the identities, installs the policies and
+// prepares (without installing) the webhook configurations.
+func (b *bench) prepareShipped(ctx context.Context) (*shipped, error) {
+	sh := &shipped{
+		coreKubeconfig:   filepath.Join(b.tmp, coreAccount+".kubeconfig"),
+		driverKubeconfig: filepath.Join(b.tmp, driverAccount+".kubeconfig"),
+		metricsPort:      map[string]int{},
+		pprofPort:        map[string]int{},
+	}
+	for _, id := range []struct{ namespace, name, roles, path string }{
+		{coreNamespace, coreAccount, filepath.Join(b.root, "config", "rbac", "role.yaml"), sh.coreKubeconfig},
+		{driverNamespace, driverAccount, filepath.Join(b.root, "config", "rbac", "metallb-iad", "role.yaml"), sh.driverKubeconfig},
+	} {
+		kc, err := b.cp.ServiceAccount(ctx, id.namespace, id.name, id.roles, tokenValidity)
+		if err != nil {
+			return nil, fmt.Errorf("identity %s: %w", id.name, err)
+		}
+		if err := os.WriteFile(id.path, kc, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	if err := policies.Install(ctx, b.c); err != nil {
+		return nil, fmt.Errorf("installing the policies: %w", err)
+	}
+	wh, err := controlplane.PrepareWebhooks(filepath.Join(b.root, "config", "webhook"))
+	if err != nil {
+		return nil, err
+	}
+	// As the chart: the validating webhooks spare the core's own writes.
+	wh.ExemptFromValidation("system:serviceaccount:" + coreNamespace + ":" + coreAccount)
+	sh.webhooks = wh
+	for _, name := range []string{"manager", "metallb-iad"} {
+		if sh.metricsPort[name], err = freePort(); err != nil {
+			return nil, err
+		}
+		if b.opts.pprof {
+			if sh.pprofPort[name], err = freePort(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return sh, nil
+}
+
+// freePort is a loopback port nothing listens on now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close() //nolint:errcheck // only its port was wanted
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// managerArgs are the chart's flags for the manager (its Deployment's
+// args), pointed at the local control plane.
+func (b *bench) managerArgs(sh *shipped) []string {
+	args := []string{
+		"--kubeconfig=" + sh.coreKubeconfig,
+		"--leader-elect=true",
+		"--leader-election-namespace=" + coreNamespace,
+		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(sh.metricsPort["manager"]),
+		"--metrics-secure=false",
+		"--health-probe-bind-address=0",
+		"--webhook-host=" + sh.webhooks.Host,
+		"--webhook-port=" + strconv.Itoa(sh.webhooks.Port),
+		"--webhook-cert-dir=" + sh.webhooks.CertDir,
+		"--driver-usernames=metallb.drivers.local.sdn.cozystack.io=system:serviceaccount:" + driverNamespace + ":" + driverAccount,
+	}
+	return append(append(args, b.extra("manager")...), b.opts.managerArgs...)
+}
+
+// driverArgs are the chart's flags for metallb-iad.
+func (b *bench) driverArgs(sh *shipped, metallbNamespace string) []string {
+	args := []string{
+		"--kubeconfig=" + sh.driverKubeconfig,
+		"--leader-elect=true",
+		"--leader-election-namespace=" + driverNamespace,
+		"--metallb-namespace=" + metallbNamespace,
+		"--namespace=" + driverNamespace,
+		"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(sh.metricsPort["metallb-iad"]),
+		"--metrics-secure=false",
+		"--health-probe-bind-address=0",
+	}
+	return append(append(args, b.extra("metallb-iad")...), b.opts.driverArgs...)
+}
+
+// extra are the flags of -unthrottled (the shipped default sets no limit
+// flag) and -pprof.
+func (b *bench) extra(name string) []string {
+	var args []string
+	if b.opts.unthrottled {
+		args = append(args, "--kube-api-qps=-1")
+	}
+	if port := b.shipped.pprofPort[name]; port != 0 {
+		args = append(args, "--pprof-bind-address=127.0.0.1:"+strconv.Itoa(port))
+	}
+	return args
+}
+
+// startWebhooks waits for the manager's webhook server, installs the
+// configurations and waits until the API server applies them: a claim
+// created without a family (dry run) comes back defaulted.
+func (b *bench) startWebhooks(ctx context.Context, sh *shipped) error {
+	if err := controlplane.WaitForTLS(ctx, net.JoinHostPort(sh.webhooks.Host, strconv.Itoa(sh.webhooks.Port))); err != nil {
+		return err
+	}
+	if err := sh.webhooks.Install(b.cp.Config); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		probe := &v1alpha1.IPAddressClaim{}
+		probe.Namespace, probe.Name = coreNamespace, "webhook-probe"
+		if err := b.c.Create(ctx, probe, client.DryRunAll); err == nil && probe.Spec.Family != "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the claim defaulting webhook is not in effect after a minute")
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// memory is a process's resident set and Go heap at one instant.
+type memory struct {
+	rss, heap float64 // bytes; heap negative when unknown
+}
+
+func (m memory) String() string {
+	heap := "unknown"
+	if m.heap >= 0 {
+		heap = mib(m.heap)
+	}
+	return fmt.Sprintf("RSS %s, Go heap in use %s", mib(m.rss), heap)
+}
+
+func mib(b float64) string { return fmt.Sprintf("%.0f MiB", b/(1<<20)) }
+
+// memory reads c's resident set from /proc and its Go heap from its
+// metrics endpoint.
+func (b *bench) memory(ctx context.Context, c *child) memory {
+	m := memory{rss: processRSS(c.pid()), heap: -1}
+	port := b.shipped.metricsPort[c.name]
+	if port == 0 {
+		return m
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/metrics", port), nil)
+	if err != nil {
+		return m
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return m
+	}
+	defer resp.Body.Close() //nolint:errcheck // read-only
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "go_memstats_heap_inuse_bytes "); ok {
+			if f, err := strconv.ParseFloat(v, 64); err == nil {
+				m.heap = f
+			}
+		}
+	}
+	return m
+}
+
+// processRSS is a process's resident set in bytes (VmRSS), -1 if unknown.
+func processRSS(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for line := range strings.SplitSeq(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			if err == nil {
+				return kb * 1024
+			}
+		}
+	}
+	return -1
+}
+
+// profile saves c's pprof profile kind (e.g. "heap", or "profile?seconds=20"
+// for CPU) as dir/<c.name>-<label>.pprof; with -pprof only. Errors are
+// reported, never fatal: a profile is a help, not a figure.
+func (b *bench) profile(ctx context.Context, c *child, kind, label string) {
+	port := b.shipped.pprofPort[c.name]
+	if port == 0 {
+		return
+	}
+	path := filepath.Join(b.procs.dir, fmt.Sprintf("%s-%s.pprof", c.name, label))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/%s", port, kind), nil)
+	if err == nil {
+		var resp *http.Response
+		if resp, err = http.DefaultClient.Do(req); err == nil {
+			defer resp.Body.Close() //nolint:errcheck // read-only
+			var f *os.File
+			if f, err = os.Create(path); err == nil {
+				_, err = io.Copy(f, resp.Body)
+				err = errors.Join(err, f.Close())
+			}
+		}
+	}
+	if err != nil {
+		say("profile %s of %s: %v", kind, c.name, err)
+		return
+	}
+	say("saved %s (go tool pprof -top %s)", path, path)
+}
