@@ -27,6 +27,7 @@ TEST_TIMEOUT ?= 30m
 FUZZTIME ?= 20000x
 # Number of objects for `make bench`.
 N ?= 1000
+LARGE ?= 10000
 
 # A 2-core machine cannot afford two Go builds of Kubernetes at once, and
 # generate/lint/test must not interleave: run every recipe in order.
@@ -228,9 +229,9 @@ run: build $(CONTROLPLANE) ## Run a local control plane, MetalLB's controller, t
 	bin/playground$(if $(SKIP), -skip=$(SKIP))
 
 .PHONY: bench
-bench: build $(CONTROLPLANE) ## Run the benchmark against a local control plane (N objects).
+bench: build $(CONTROLPLANE) ## Run the benchmark against a local control plane with the charts' configuration (N claims, then LARGE; BENCH_ARGS=-unthrottled for the old lab setting).
 	go test ./internal/... -run='^$$' -bench=. -benchtime=2000x
-	go run ./test/bench -n=$(N)
+	go run ./test/bench -n=$(N) -large=$(LARGE) $(BENCH_ARGS)
 
 .PHONY: clean
 clean: ## Remove built product binaries and playground state (keeps the control plane and tools).

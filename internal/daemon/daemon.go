@@ -80,6 +80,9 @@ func Usage(fs *flag.FlagSet, program, what string) {
 // options further, e.g. with a webhook server.
 func (f *Flags) NewManager(cacheOpts cache.Options, clientOpts client.Options, mods ...func(*manager.Options)) (manager.Manager, error) {
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&f.zap)))
+	if limit, ok := limitMemory(); ok {
+		ctrl.Log.Info("Go memory limit set from the container's", "bytes", limit)
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return nil, err

@@ -32,6 +32,9 @@ func auditFlags(policyPath, logPath string) map[string][]string {
 		"audit-policy-file": {policyPath},
 		"audit-log-path":    {logPath},
 		"audit-log-format":  {"json"},
+		// Never rotated (its default is at 100 MB, which a large phase
+		// passes): offsets into it date the phases.
+		"audit-log-maxsize": {"100000"},
 	}
 }
 

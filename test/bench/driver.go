@@ -381,6 +381,12 @@ func (b *bench) driverClaims(ctx context.Context, res *driverResults, driver, me
 	defer held.Close()
 
 	say("creating %d claims of class %s with %d workers", n, driverClassName, b.opts.workers)
+	profiled := make(chan struct{})
+	go func() {
+		defer close(profiled)
+		b.profile(ctx, driver, "profile?seconds=20", "driver-cpu")
+	}()
+	defer func() { <-profiled }()
 	created, took, err := b.createClaims(ctx, n, driverClaimNamespace, driverClassName)
 	if err != nil {
 		return fmt.Errorf("creating driver claims: %w", err)
@@ -413,6 +419,7 @@ func (b *bench) driverClaims(ctx context.Context, res *driverResults, driver, me
 	res.driverCPU = cpuDelta(driverCPU, processCPU(driver.pid()))
 	res.metallbCPU = cpuDelta(metallbCPU, processCPU(metallbProc.pid()))
 	res.managerMemory, res.driverMemory = b.memory(ctx, b.manager), b.memory(ctx, driver)
+	b.profile(ctx, driver, "heap", "driver-heap")
 	return nil
 }
 

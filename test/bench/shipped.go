@@ -94,7 +94,7 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close() //nolint:errcheck // only its port was wanted
+	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
@@ -203,7 +203,7 @@ func (b *bench) memory(ctx context.Context, c *child) memory {
 	if err != nil {
 		return m
 	}
-	defer resp.Body.Close() //nolint:errcheck // read-only
+	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
@@ -246,7 +246,7 @@ func (b *bench) profile(ctx context.Context, c *child, kind, label string) {
 	if err == nil {
 		var resp *http.Response
 		if resp, err = http.DefaultClient.Do(req); err == nil {
-			defer resp.Body.Close() //nolint:errcheck // read-only
+			defer resp.Body.Close()
 			var f *os.File
 			if f, err = os.Create(path); err == nil {
 				_, err = io.Copy(f, resp.Body)

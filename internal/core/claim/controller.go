@@ -247,7 +247,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		logf.FromContext(ctx).V(1).Info("retrying after a conflict", "reason", err.Error())
 		return retry.Again()
 	}
-	return reconcile.Result{}, err
+	return reconcile.Result{RequeueAfter: p.recheck}, err
 }
 
 // confirm reads the addresses naming the claim again from the API server,

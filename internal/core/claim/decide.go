@@ -58,6 +58,26 @@ type plan struct {
 	events []recorder.Event // on transitions only
 	// boundNow: the claim became Bound in this pass.
 	boundNow bool
+	// recheck asks for another pass after it (a deferred first status).
+	recheck time.Duration
+}
+
+// provisionGrace is how long a new claim of a driver's class may wait for
+// its driver before its status says so: the driver usually provisions
+// within moments, and a first status of Pending (WaitingForProvisioning)
+// would be superseded by Bound at once — a write for nothing, per claim.
+const provisionGrace = 3 * time.Second
+
+// deferFirstWait leaves out a new claim's first status while it only
+// waits for its driver, within provisionGrace of its creation; the pass
+// after the grace writes it if the driver has not answered by then.
+func (p *plan) deferFirstWait(s snapshot, wait waiting) {
+	if p.status == nil || wait.reason != v1alpha1.ReasonWaitingForProvisioning || s.claim.Status.Phase != "" || len(p.events) > 0 {
+		return
+	}
+	if age := s.now.Sub(s.claim.CreationTimestamp.Time); age >= 0 && age < provisionGrace {
+		p.status, p.recheck = nil, provisionGrace-age
+	}
 }
 
 // decide runs contract §4 (or §6 for a claim being deleted) over s.
@@ -95,6 +115,7 @@ func decide(s snapshot) plan {
 		bound = append(bound, matched...)
 	}
 	p.setStatus(s, bound, res, wait) // [4-8]
+	p.deferFirstWait(s, wait)
 	return p
 }
 

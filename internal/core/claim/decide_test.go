@@ -488,3 +488,32 @@ func TestOrdinal(t *testing.T) {
 		}
 	}
 }
+
+// A new claim that only waits for its driver gets no status within
+// provisionGrace of its creation: the driver usually answers first, and
+// the claim's first status is then Bound — one write instead of two.
+func TestDecideDefersTheFirstWaitForProvisioning(t *testing.T) {
+	public := newClass("public", asDefault)
+	for _, tc := range []struct {
+		name    string
+		age     time.Duration
+		written bool
+	}{
+		{"4-8 a claim one second old: no status yet, a pass after the grace", time.Second, false},
+		{"4-8 a claim past the grace: Pending, WaitingForProvisioning", provisionGrace + time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			claim := newClaim("web", func(c *v1alpha1.IPAddressClaim) { c.CreationTimestamp = metav1.NewTime(now.Add(-tc.age)) })
+			p := decide(newSnapshot(claim, nil, []v1alpha1.IPAddressClass{public}, now))
+			if written := p.status != nil; written != tc.written {
+				t.Fatalf("status written = %v, want %v", written, tc.written)
+			}
+			if !tc.written && p.recheck != provisionGrace-tc.age {
+				t.Errorf("recheck = %v, want %v", p.recheck, provisionGrace-tc.age)
+			}
+			if tc.written && summarize(claim, p).bound != v1alpha1.ReasonWaitingForProvisioning {
+				t.Errorf("bound reason = %q", summarize(claim, p).bound)
+			}
+		})
+	}
+}

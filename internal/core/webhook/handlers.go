@@ -72,10 +72,11 @@ func (h handlers) defaultClaim(ctx context.Context, req admission.Request) admis
 	if err := h.reader.List(ctx, &classes); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
+	sent := claim.Annotations[v1alpha1.AnnotationProvisioner]
 	dropped := DropForeignStamp(&claim, req.UserInfo, h.principals)
 	warnings := DefaultClaim(&claim, classes.Items)
-	if !ProtectClaim(&claim, classes.Items) {
-		// Stamped again at once, the dropped stamp needs no word.
+	if stamped := ProtectClaim(&claim, classes.Items); !stamped || claim.Annotations[v1alpha1.AnnotationProvisioner] != sent {
+		// A dropped stamp the webhook set again, unchanged, needs no word.
 		warnings = append(dropped, warnings...)
 	}
 	switch denial, err := h.admitQuota(ctx, &claim); {

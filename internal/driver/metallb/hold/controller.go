@@ -149,8 +149,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(r.forClaim), builder.WithPredicates(index.ClaimLifecycle)).
 		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return r.Classes.ForClass(ctx, o, r.ofClass)
-		})).
-		Watches(metallb.NewPool(), handler.EnqueueRequestsFromMapFunc(r.forPool)).
+		}), builder.WithPredicates(metallb.SpecChanged)).
+		Watches(metallb.NewPool(), handler.EnqueueRequestsFromMapFunc(r.forPool), builder.WithPredicates(metallb.SpecChanged)).
 		WithOptions(retry.Options(workers)).
 		Complete(r)
 }

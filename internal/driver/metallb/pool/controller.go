@@ -19,6 +19,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -94,7 +95,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.(*v1alpha1.IPAddress).Spec.ClassName}}}
 		})).
-		Watches(metallb.NewPool(), handler.EnqueueRequestsFromMapFunc(r.all)).
+		Watches(metallb.NewPool(), handler.EnqueueRequestsFromMapFunc(r.all), builder.WithPredicates(metallb.SpecChanged)).
 		WithOptions(retry.Options(1)).
 		Complete(r)
 }

@@ -112,8 +112,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Watches(&v1alpha1.IPAddress{}, r.addressHandler()).
 		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return r.Classes.ForClass(ctx, o, r.waiting)
-		})).
-		Watches(metallb.NewPool(), handler.EnqueueRequestsFromMapFunc(r.forPool)).
+		}), builder.WithPredicates(metallb.SpecChanged)).
+		Watches(metallb.NewPool(), handler.EnqueueRequestsFromMapFunc(r.forPool), builder.WithPredicates(metallb.SpecChanged)).
 		Watches(&corev1.ResourceQuota{}, handler.EnqueueRequestsFromMapFunc(r.claimsIn)).
 		WithOptions(retry.Options(workers)).
 		Complete(r)

@@ -1,6 +1,7 @@
 package provision
 
 import (
+	"cmp"
 	"fmt"
 	"net/netip"
 
@@ -41,14 +42,15 @@ type plan struct {
 	failure string
 }
 
-// className is the class the core resolved the claim to (status.className);
-// empty until it has, and while a spec.className the claim was re-targeted
-// to still awaits the core's resolution.
+// className is the class the claim is of: spec.className — which the
+// core's webhook stamped the claim for at its creation — unless the core
+// resolved it otherwise (status.className), then none until the core has
+// caught up; without spec.className, the class the core resolved.
 func className(c *v1alpha1.IPAddressClaim) string {
-	if c.Spec.ClassName != "" && c.Spec.ClassName != c.Status.ClassName {
+	if c.Spec.ClassName != "" && c.Status.ClassName != "" && c.Spec.ClassName != c.Status.ClassName {
 		return ""
 	}
-	return c.Status.ClassName
+	return cmp.Or(c.Spec.ClassName, c.Status.ClassName)
 }
 
 // serves reports whether the claim is the driver's to provision for: stamped
@@ -96,11 +98,13 @@ func decide(s snapshot) plan {
 
 // newAddress is an IPAddress pre-bound to claim, with the UID set (the
 // tighter form §7.2 allows), named from its IP so that the API server's
-// name uniqueness refuses a second object for one address.
+// name uniqueness refuses a second object for one address. It carries the
+// core's protection finalizer from the start, which the core would
+// otherwise add in a write of its own (5-2): protected from its creation.
 func newAddress(claim *v1alpha1.IPAddressClaim, class string, policy v1alpha1.ReclaimPolicy, ip netip.Addr) *v1alpha1.IPAddress {
 	name, _ := v1alpha1.IPAddressName(ip.String())
 	return &v1alpha1.IPAddress{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{metallb.FinalizerTeardown}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{metallb.FinalizerTeardown, v1alpha1.FinalizerAddressProtection}},
 		Spec: v1alpha1.IPAddressSpec{
 			Address:       ip.String(),
 			ClassName:     class,

@@ -2,6 +2,7 @@ package provision
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -66,8 +67,9 @@ func TestDecide(t *testing.T) {
 			claim: claim(v1alpha1.IPv4, func(c *v1alpha1.IPAddressClaim) { c.Annotations[v1alpha1.AnnotationProvisioner] = "other" }), class: public},
 		{name: "7-1 a claim with no class recorded yet waits",
 			claim: claim(v1alpha1.IPv4, func(c *v1alpha1.IPAddressClaim) { c.Spec.ClassName, c.Status.ClassName = "", "" }), class: public},
-		{name: "7-1 a claim the core has yet to resolve waits, whatever its spec names",
-			claim: claim(v1alpha1.IPv4, func(c *v1alpha1.IPAddressClaim) { c.Status.ClassName = "" }), class: public},
+		{name: "7-1 a new claim the core has yet to resolve is served by the class its spec names (stamped at admission)",
+			claim: claim(v1alpha1.IPv4, func(c *v1alpha1.IPAddressClaim) { c.Status.ClassName = "" }), class: public,
+			want: []string{"ip-203-0-113-0 203.0.113.0 tenant/web c1"}},
 		{name: "7-1 a claim re-targeted at another class waits for the core's new resolution",
 			claim: claim(v1alpha1.IPv4, func(c *v1alpha1.IPAddressClaim) { c.Spec.ClassName = "other" }), class: public},
 		{name: "7-1 a stamp on a claim of another provisioner's class is not the driver's to serve",
@@ -117,8 +119,8 @@ func TestDecide(t *testing.T) {
 			for _, a := range p.create {
 				got = append(got, a.Name+" "+a.Spec.Address+" "+a.Spec.ClaimRef.Namespace+"/"+a.Spec.ClaimRef.Name+" "+string(a.Spec.ClaimRef.UID))
 				if a.Spec.Source.FromClass == nil || a.Spec.ReclaimPolicy != v1alpha1.ReclaimRetain || a.Spec.ClassName != "public" ||
-					len(a.Finalizers) != 1 || a.Finalizers[0] != metallb.FinalizerTeardown {
-					t.Errorf("address %s: want fromClass, the class's policy and className, and the teardown finalizer; got %+v %v", a.Name, a.Spec, a.Finalizers)
+					!slices.Equal(a.Finalizers, []string{metallb.FinalizerTeardown, v1alpha1.FinalizerAddressProtection}) {
+					t.Errorf("address %s: want fromClass, the class's policy and className, and the teardown and protection finalizers; got %+v %v", a.Name, a.Spec, a.Finalizers)
 				}
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {

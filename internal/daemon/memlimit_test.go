@@ -1,0 +1,28 @@
+package daemon
+
+import (
+	"math"
+	"runtime/debug"
+	"testing"
+)
+
+func TestApplyLimit(t *testing.T) {
+	defer debug.SetMemoryLimit(math.MaxInt64)
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"268435456\n", 241591910, true}, // the charts' 256Mi
+		{"max\n", 0, false},
+		{"", 0, false},
+	} {
+		got, ok := applyLimit(tc.in)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("applyLimit(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+		}
+		if ok && debug.SetMemoryLimit(-1) != tc.want {
+			t.Errorf("the runtime's limit is not %d", tc.want)
+		}
+	}
+}
