@@ -328,7 +328,7 @@ func (b *bench) startDriver(ctx context.Context, res *driverResults) (*child, er
 	defer ready.Close()
 	args := b.driverArgs(b.shipped, testmetallb.Namespace)
 	start := time.Now()
-	driver, err := b.procs.start("metallb-iad", filepath.Join(b.root, "bin", "metallb-iad"), args)
+	driver, err := b.procs.start("metallb-iad", filepath.Join(b.root, "bin", "metallb-iad"), args, chartMemory)
 	if err != nil {
 		return nil, err
 	}

@@ -249,7 +249,7 @@ func run(opts options) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, b.shipped.webhooks.Cleanup()) }()
-	if b.manager, err = procs.start("manager", filepath.Join(root, "bin", "manager"), b.managerArgs(b.shipped)); err != nil {
+	if b.manager, err = procs.start("manager", filepath.Join(root, "bin", "manager"), b.managerArgs(b.shipped), chartMemory); err != nil {
 		return err
 	}
 	if err := b.startWebhooks(ctx, b.shipped); err != nil {

@@ -63,13 +63,14 @@ func (cs *children) output(name string) (*child, io.Writer, error) {
 	return c, out, nil
 }
 
-// start starts path with args and its output in dir/name.log.
-func (cs *children) start(name, path string, args []string) (*child, error) {
+// start starts path with args (and env added to the bench's) and its
+// output in dir/name.log.
+func (cs *children) start(name, path string, args, env []string) (*child, error) {
 	c, out, err := cs.output(name)
 	if err != nil {
 		return nil, err
 	}
-	p, err := proc.Start(name, path, args, out)
+	p, err := proc.StartWithEnv(name, path, args, env, out)
 	if err != nil {
 		return nil, err
 	}

@@ -88,6 +88,12 @@ func (b *bench) prepareShipped(ctx context.Context) (*shipped, error) {
 	return sh, nil
 }
 
+// chartMemory is the environment a controller has in a pod with the
+// charts' memory limit (256Mi): the binaries set their Go memory limit to
+// 90% of the container's (internal/daemon); here, where no cgroup limits
+// them, GOMEMLIMIT says the same.
+var chartMemory = []string{fmt.Sprintf("GOMEMLIMIT=%d", chartLimit*9/10)}
+
 // freePort is a loopback port nothing listens on now.
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

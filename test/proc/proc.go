@@ -6,6 +6,7 @@
 package proc
 
 import (
+	"os"
 	"errors"
 	"fmt"
 	"io"
@@ -26,7 +27,16 @@ type Process struct {
 // Start starts path with args. Its stdout and stderr both go to out (nil
 // discards them).
 func Start(name, path string, args []string, out io.Writer) (*Process, error) {
+	return StartWithEnv(name, path, args, nil, out)
+}
+
+// StartWithEnv is Start with env (KEY=value) added to this process's
+// environment.
+func StartWithEnv(name, path string, args, env []string, out io.Writer) (*Process, error) {
 	cmd := exec.Command(path, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout = out
 	cmd.Stderr = out
 	cmd.SysProcAttr = sysProcAttr()
