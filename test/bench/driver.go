@@ -58,6 +58,8 @@ const (
 
 // driverResults are the driver path's figures.
 type driverResults struct {
+	// n is how many claims (and floor Services).
+	n int
 	// poolBits is the prefix length of both pools.
 	poolBits int
 	// The floor: N pinned Services assigned by MetalLB.
@@ -81,10 +83,11 @@ type driverResults struct {
 	anomalies []string
 }
 
-// measureDriver starts MetalLB's controller, measures the floor, then
-// starts metallb-iad and measures N claims of a MetalLB class.
-func (b *bench) measureDriver(ctx context.Context) (*driverResults, error) {
-	res := &driverResults{poolBits: poolBits(b.opts.n)}
+// measureDriver starts MetalLB's controller, measures the floor (unless
+// withFloor is false), then starts metallb-iad and measures n claims of a
+// MetalLB class.
+func (b *bench) measureDriver(ctx context.Context, n int, withFloor bool) (*driverResults, error) {
+	res := &driverResults{n: n, poolBits: poolBits(n)}
 	say("driver path: MetalLB floor, then metallb-iad")
 	for _, ns := range []string{floorNamespace, driverClaimNamespace} {
 		if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -102,16 +105,19 @@ func (b *bench) measureDriver(ctx context.Context) (*driverResults, error) {
 			return nil, err
 		}
 	}
-	if err := b.warmUpMetalLB(ctx); err != nil {
+	if err := b.warmUpMetalLB(ctx, n); err != nil {
 		return nil, fmt.Errorf("%w%s", err, metallbProc.describe())
 	}
-	if err := b.floor(ctx, res); err != nil {
-		return nil, fmt.Errorf("%w%s", err, metallbProc.describe())
+	if withFloor {
+		if err := b.floor(ctx, res); err != nil {
+			return nil, fmt.Errorf("%w%s", err, metallbProc.describe())
+		}
 	}
 	driver, err := b.startDriver(ctx, res)
 	if err != nil {
 		return nil, err
 	}
+	b.driver = driver
 	if err := b.driverClaims(ctx, res, driver, metallbProc); err != nil {
 		return nil, fmt.Errorf("%w%s%s", err, driver.describe(), metallbProc.where())
 	}
@@ -142,8 +148,8 @@ func (b *bench) startMetalLB(ctx context.Context) (*child, error) {
 // warmUpMetalLB pins one Service to the floor pool's last address (outside
 // the N the floor uses) and waits for MetalLB to assign it: then MetalLB has
 // synced and loaded both pools, and the floor measures assignment only.
-func (b *bench) warmUpMetalLB(ctx context.Context) error {
-	ip := lastAddr(netip.PrefixFrom(netip.MustParseAddr(floorFirstIP), poolBits(b.opts.n)))
+func (b *bench) warmUpMetalLB(ctx context.Context, n int) error {
+	ip := lastAddr(netip.PrefixFrom(netip.MustParseAddr(floorFirstIP), poolBits(n)))
 	probe := pinnedService(floorNamespace, "warm-up", floorPool, ip)
 	t, err := track(ctx, b.c, "warm-up Service assigned", func() client.ObjectList { return &corev1.ServiceList{} },
 		[]client.ListOption{client.InNamespace(floorNamespace)}, 1, assignedPin)
@@ -232,7 +238,7 @@ func (b *bench) settled(ctx context.Context, res *driverResults, when string) (s
 // floor creates N pinned Services, waits until MetalLB assigned each its
 // address, and deletes them again so that they weigh on nothing after.
 func (b *bench) floor(ctx context.Context, res *driverResults) error {
-	n := b.opts.n
+	n := res.n
 	before, err := b.settled(ctx, res, "before the floor")
 	if err != nil {
 		return err
@@ -358,7 +364,7 @@ func (b *bench) startDriver(ctx context.Context, res *driverResults) (*child, er
 // one is Bound and every address the driver provisioned for them is held
 // by its placeholder in MetalLB's books.
 func (b *bench) driverClaims(ctx context.Context, res *driverResults, driver, metallbProc *child) error {
-	n := b.opts.n
+	n := res.n
 	before, err := b.settled(ctx, res, "before the claims")
 	if err != nil {
 		return err
@@ -489,7 +495,7 @@ func spans(created []time.Time, done map[string]time.Time, name func(int) string
 }
 
 func (r *driverResults) print(w io.Writer, opts options) {
-	n := float64(opts.n)
+	n := float64(r.n)
 	floor := r.floorElapsed.Seconds()
 	boundOfFloor, heldOfFloor := r.boundElapsed.Seconds()/floor, r.heldElapsed.Seconds()/floor
 	total := r.writes.total()
@@ -497,15 +503,15 @@ func (r *driverResults) print(w io.Writer, opts options) {
 	floorTotal := r.floorWrites.total()
 
 	fmt.Fprintf(w, "\nmetallb-iad driver path: N=%d, %d workers; MetalLB pools /%d, autoAssign: false; class Ready %s after the driver started\n\n",
-		opts.n, opts.workers, r.poolBits, r.driverReady.Round(time.Millisecond))
+		r.n, opts.workers, r.poolBits, r.driverReady.Round(time.Millisecond))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(name, value, note string) { fmt.Fprintf(tw, "  %s\t%s\t%s\n", name, value, note) }
 	row("MetalLB floor: all Services assigned", r.floorElapsed.Round(time.Millisecond).String(),
-		fmt.Sprintf("%d pinned LoadBalancer Services, first create to last assigned (creates took %s)", opts.n, r.floorCreateTime.Round(time.Millisecond)))
+		fmt.Sprintf("%d pinned LoadBalancer Services, first create to last assigned (creates took %s)", r.n, r.floorCreateTime.Round(time.Millisecond)))
 	row("MetalLB floor: time to assigned p50", percentile(r.floorTimes, 0.50).Round(time.Millisecond).String(),
 		"p99 "+percentile(r.floorTimes, 0.99).Round(time.Millisecond).String())
 	row("MetalLB floor: API writes per Service", fmt.Sprintf("%.3f", floorTotal/n),
-		fmt.Sprintf("%.3f without the %d creates", (floorTotal-n)/n, opts.n))
+		fmt.Sprintf("%.3f without the %d creates", (floorTotal-n)/n, r.n))
 	row("driver: all claims Bound", r.boundElapsed.Round(time.Millisecond).String(),
 		fmt.Sprintf("%.2f × floor; %s (creates took %s)", boundOfFloor,
 			target(boundOfFloor <= targetBoundOfFloor, fmt.Sprintf("target ≤ %.1f × floor", targetBoundOfFloor)), r.createTime.Round(time.Millisecond)))
@@ -516,7 +522,7 @@ func (r *driverResults) print(w io.Writer, opts options) {
 	row("driver: time to held p50", percentile(r.timeToHeld, 0.50).Round(time.Millisecond).String(),
 		"p99 "+percentile(r.timeToHeld, 0.99).Round(time.Millisecond).String()+", to the claim's placeholder seen with its IP in status")
 	row("API writes per claim, all", fmt.Sprintf("%.3f", total/n),
-		fmt.Sprintf("%.0f mutating requests: the %d claim creates, the controllers', MetalLB's, events", total, opts.n))
+		fmt.Sprintf("%.0f mutating requests: the %d claim creates, the controllers', MetalLB's, events", total, r.n))
 	row("API writes per claim, without the creates", fmt.Sprintf("%.3f", system/n),
 		target(system/n <= targetDriverWritesPerClaim, fmt.Sprintf("target ≤ %.0f, MetalLB's and events included", targetDriverWritesPerClaim)))
 	row("CPU per claim, kube-apiserver", cpuPer(r.apiServerCPU, n), "its process_cpu_seconds_total over the claim phase")

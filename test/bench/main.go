@@ -117,6 +117,8 @@ type options struct {
 	large       int
 	unthrottled bool
 	pprof       bool
+	scale       bool
+	sizes       scaleSizes
 	timeout     time.Duration
 	verbose     bool
 	keepLogs    bool
@@ -134,6 +136,12 @@ func main() {
 	fs.IntVar(&opts.n, "n", 1000, "objects of each kind: ConfigMaps, IPAddresses, IPAddressClaims, MetalLB Services")
 	fs.IntVar(&opts.large, "large", 10000, "claims of a second static class, measured after the first N (time per claim against N's); 0 skips")
 	fs.BoolVar(&opts.unthrottled, "unthrottled", false, "run the controllers with client-side rate limiting off (--kube-api-qps=-1) instead of the shipped default")
+	fs.BoolVar(&opts.scale, "scale", false, "make bench-scale: N static claims, then -scale-static more (a /16), -scale-services plain LoadBalancer Services, "+
+		"-scale-driver claims of a MetalLB class and -scale-attached Services attached to them; the controllers' memory after each phase")
+	fs.IntVar(&opts.sizes.static, "scale-static", 65536, "with -scale: static claims of the /16 class")
+	fs.IntVar(&opts.sizes.services, "scale-services", 10000, "with -scale: plain LoadBalancer Services")
+	fs.IntVar(&opts.sizes.driver, "scale-driver", 10000, "with -scale: claims of the MetalLB class")
+	fs.IntVar(&opts.sizes.attached, "scale-attached", 5000, "with -scale: Services attached to those claims")
 	fs.BoolVar(&opts.pprof, "pprof", false, "profile the controllers (--pprof-bind-address): CPU while claims bind, heap after each phase, saved in the log directory (kept)")
 	fs.IntVar(&opts.workers, "workers", 32, "concurrent clients creating ConfigMaps, IPAddresses, claims and Services")
 	fs.DurationVar(&opts.timeout, "timeout", 10*time.Minute, "give up when a wait takes longer than this (a stuck run, not a slow one)")
@@ -256,6 +264,14 @@ func run(opts options) (err error) {
 		return fmt.Errorf("%w%s", err, b.manager.describe())
 	}
 
+	if opts.scale {
+		res, err := b.measureScale(ctx, opts.sizes)
+		if err != nil {
+			return err
+		}
+		res.print(os.Stdout, opts)
+		return nil
+	}
 	sum := &summary{opts: opts, controlPlaneStart: cpReady}
 	if err := b.measureRaw(ctx, &sum.raw); err != nil {
 		return err
@@ -272,7 +288,7 @@ func run(opts options) (err error) {
 		sum.large.print(os.Stdout, opts, "core: static class, large")
 	}
 	if opts.driver {
-		if sum.driver, err = b.measureDriver(ctx); err != nil {
+		if sum.driver, err = b.measureDriver(ctx, opts.n, true); err != nil {
 			return err
 		}
 		sum.driver.print(os.Stdout, opts)
@@ -343,6 +359,8 @@ type bench struct {
 	c       client.WithWatch
 	cp      *controlplane.ControlPlane
 	manager *child
+	// driver is metallb-iad once the driver path started it.
+	driver  *child
 	shipped *shipped
 
 	// What the driver path starts its processes with.

@@ -6,10 +6,10 @@
 package proc
 
 import (
-	"os"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"runtime"
 	"syscall"
