@@ -172,3 +172,24 @@ func BenchmarkFirstFree(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNewUsed: preparing 65,536 addresses in use, in no order — what
+// the driver pays when it lists a class's taken addresses again (at most
+// every half second while it provisions), not per allocation.
+func BenchmarkNewUsed(b *testing.B) {
+	ips := make([]netip.Addr, 0, 65536)
+	a := netip.MustParseAddr("100.64.0.0")
+	for range 65536 {
+		ips = append(ips, a)
+		a = a.Next()
+	}
+	for i := range ips { // a fixed shuffle: reverse pairs of halves
+		j := len(ips) - 1 - i
+		if i < j && i%2 == 0 {
+			ips[i], ips[j] = ips[j], ips[i]
+		}
+	}
+	for b.Loop() {
+		NewUsed(ips)
+	}
+}

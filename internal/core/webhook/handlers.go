@@ -72,12 +72,12 @@ func (h handlers) defaultClaim(ctx context.Context, req admission.Request) admis
 	if err := h.reader.List(ctx, &classes); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	sent := claim.Annotations[v1alpha1.AnnotationProvisioner]
 	dropped := DropForeignStamp(&claim, req.UserInfo, h.principals)
-	warnings := DefaultClaim(&claim, classes.Items)
-	if stamped := ProtectClaim(&claim, classes.Items); !stamped || claim.Annotations[v1alpha1.AnnotationProvisioner] != sent {
-		// A dropped stamp the webhook set again, unchanged, needs no word.
-		warnings = append(dropped, warnings...)
+	warnings := append(dropped, DefaultClaim(&claim, classes.Items)...)
+	if len(dropped) == 0 {
+		// A claim that came with a stamp not the core's is stamped by
+		// the core's reconciler, as the warning says; any other now.
+		ProtectClaim(&claim, classes.Items)
 	}
 	switch denial, err := h.admitQuota(ctx, &claim); {
 	case err != nil:
