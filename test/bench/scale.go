@@ -175,5 +175,5 @@ func (r *scaleResults) print(w io.Writer, opts options) {
 }
 
 func limitTarget(m memory) string {
-	return target(m.rss <= chartLimit, "RSS ≤ "+mib(chartLimit))
+	return target(m.rss <= targetRSS, "RSS ≤ "+mib(targetRSS))
 }

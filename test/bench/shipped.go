@@ -89,7 +89,7 @@ func (b *bench) prepareShipped(ctx context.Context) (*shipped, error) {
 }
 
 // chartMemory is the environment a controller has in a pod with the
-// charts' memory limit (256Mi): the binaries set their Go memory limit to
+// charts' memory limit: the binaries set their Go memory limit to
 // 90% of the container's (internal/daemon); here, where no cgroup limits
 // them, GOMEMLIMIT says the same.
 var chartMemory = []string{fmt.Sprintf("GOMEMLIMIT=%d", chartLimit*9/10)}
