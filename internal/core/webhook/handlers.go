@@ -72,9 +72,10 @@ func (h handlers) defaultClaim(ctx context.Context, req admission.Request) admis
 	if err := h.reader.List(ctx, &classes); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	dropped := DropForeignStamp(&claim, req.UserInfo, h.principals)
-	warnings := append(dropped, DefaultClaim(&claim, classes.Items)...)
-	if len(dropped) == 0 {
+	warnings := DropForeignStamp(&claim, req.UserInfo, h.principals)
+	dropped := len(warnings) > 0
+	warnings = append(warnings, DefaultClaim(&claim, classes.Items)...)
+	if !dropped {
 		// A claim that came with a stamp not the core's is stamped by
 		// the core's reconciler, as the warning says; any other now.
 		ProtectClaim(&claim, classes.Items)
