@@ -83,9 +83,18 @@ func (m *matcher) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	}
 	class, family, _ := strings.Cut(req.Name, "/")
 	key := index.PoolKey(class, v1alpha1.IPFamily(family), v1alpha1.AddressAvailable)
-	available := len(claims.Items) // with no book, wake every waiting claim
+	available := 0
 	if m.free != nil {
 		available = m.free.Len(key)
+	}
+	if available == 0 {
+		// The book is fed by its own handler and may not have filed the
+		// address whose arrival woke this pass; the cache has it.
+		var addrs v1alpha1.IPAddressList
+		if err := m.client.List(ctx, &addrs, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressPool: key}); err != nil {
+			return reconcile.Result{}, err
+		}
+		available = len(addrs.Items)
 	}
 	for _, c := range oldestFirst(claims.Items, available) {
 		select {

@@ -47,8 +47,15 @@ func (r *Reconciler) writeStatus(ctx context.Context, class *v1alpha1.IPAddressC
 	}
 	now := time.Now()
 	st := status(class, counts, r.percent(), now)
+	// The tally is fed by a handler of its own and may not yet count the
+	// change that woke this pass: a look again later catches it up, at
+	// the cost of a few map reads.
+	settle := reconcile.Result{}
+	if r.tally != nil {
+		settle.RequeueAfter = statusInterval
+	}
 	if equality.Semantic.DeepEqual(*st, class.Status) {
-		return reconcile.Result{}, nil
+		return settle, nil
 	}
 	r.last.mu.Lock()
 	last := r.last.at[class.Name]
@@ -69,7 +76,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, class *v1alpha1.IPAddressC
 	}
 	r.last.at[class.Name] = now
 	r.last.mu.Unlock()
-	return reconcile.Result{}, nil
+	return settle, nil
 }
 
 // tallyKeys file an address under its class and family, and under its
