@@ -14,7 +14,7 @@ GOLANGCI_LINT_VERSION       := v2.15.0
 BIN            := $(CURDIR)/bin
 CONTROLLER_GEN := bin/controller-gen
 GOLANGCI_LINT  := bin/golangci-lint
-CONTROLPLANE   := bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/metallb-controller bin/metallb-crds bin/helm bin/cert-manager-crds bin/cainjector bin/monitoring-crds bin/kubectl
+CONTROLPLANE   := bin/etcd bin/kube-apiserver bin/kube-controller-manager bin/metallb-controller bin/metallb-speaker bin/metallb-crds bin/helm bin/cert-manager-crds bin/cainjector bin/monitoring-crds bin/kubectl
 
 # test/controlplane finds etcd, kube-apiserver and kube-controller-manager here.
 export CONTROLPLANE_BIN := $(BIN)
@@ -64,6 +64,12 @@ bin/kube-controller-manager: tools/kube/go.mod tools/kube/go.sum ## Build kube-c
 bin/metallb-controller: tools/metallb/go.mod tools/metallb/go.sum ## Build MetalLB's controller from tools/metallb.
 	@$(call check-pin,metallb,go.universe.tf/metallb,METALLB_VERSION)
 	cd tools/metallb && go build -o $(BIN)/metallb-controller go.universe.tf/metallb/controller
+	@touch $@
+
+# The speaker announces in test/wire's network namespaces (memberlist off).
+bin/metallb-speaker: tools/metallb/go.mod tools/metallb/go.sum ## Build MetalLB's speaker from tools/metallb.
+	@$(call check-pin,metallb,go.universe.tf/metallb,METALLB_VERSION)
+	cd tools/metallb && go build -o $(BIN)/metallb-speaker go.universe.tf/metallb/speaker
 	@touch $@
 
 # MetalLB's CRDs ship inside its module; copied out (the module cache is read-only).
@@ -195,9 +201,15 @@ unit: ## Pure tests only: no control plane, seconds.
 	go test ./api/... ./cmd/... ./internal/... -count=1
 
 .PHONY: test
-test: verify lint $(CONTROLPLANE) ## verify + lint + all tests against a real control plane + bounded fuzzing.
-	go test ./... -count=1 -timeout $(TEST_TIMEOUT)
+test: verify lint $(CONTROLPLANE) ## verify + lint + all tests against a real control plane + the wire + bounded fuzzing.
+	go test $$(go list ./... | grep -v '/test/wire$$') -count=1 -timeout $(TEST_TIMEOUT)
+	@$(MAKE) --no-print-directory wire
 	@$(MAKE) --no-print-directory fuzz
+
+# The wire tests (test/wire) alone, verbose: their log is the figures.
+.PHONY: wire
+wire: $(CONTROLPLANE) ## Run the wire tests (MetalLB's speaker in network namespaces; root) and print what the wire saw.
+	go test ./test/wire/ -count=1 -v -timeout 10m
 
 # Runs every Fuzz* function found in *_test.go for FUZZTIME (executions) each (go test
 # fuzzes one target of one package per invocation).
@@ -224,9 +236,10 @@ chaos: $(CONTROLPLANE) ## Run the chaos harness for CHAOS_DURATION and at least 
 
 .PHONY: run
 # SKIP=manager leaves the manager out, e.g. to run it from a debugger instead.
+# WIRE=1 adds test/wire's bed: MetalLB's speaker on two node namespaces (root).
 run: build $(CONTROLPLANE) ## Run a local control plane, MetalLB's controller, the manager (webhooks) and metallb-iad (policy) in the foreground (Ctrl-C stops all).
 	go build -o bin/playground ./test/playground
-	bin/playground$(if $(SKIP), -skip=$(SKIP))
+	bin/playground$(if $(SKIP), -skip=$(SKIP))$(if $(WIRE), -wire)
 
 .PHONY: bench
 bench: build $(CONTROLPLANE) ## Run the benchmark against a local control plane with the charts' configuration (N claims, then LARGE; BENCH_ARGS=-unthrottled for the old lab setting).

@@ -12,7 +12,10 @@
 // and shuts everything down with a non-zero status rather than restarting it:
 // a crash is something to look at, and its last output is right above.
 //
-// -state and -bin move its kubeconfigs, logs and binaries elsewhere; this
+// -wire (make run WIRE=1) adds test/wire's bed once everything is up: two
+// node namespaces running MetalLB's speaker and a client namespace on one
+// bridge, so that what an address does on the wire can be looked at (root
+// only). -state and -bin move its kubeconfigs, logs and binaries elsewhere; this
 // package's tests use them to run docs/playground.md and
 // docs/walkthrough.md, each against a playground of its own.
 package main
@@ -33,7 +36,9 @@ import (
 	"time"
 
 	"github.com/cozystack/address-controller/test/controlplane"
+	"github.com/cozystack/address-controller/test/metallb"
 	"github.com/cozystack/address-controller/test/proc"
+	"github.com/cozystack/address-controller/test/wire"
 )
 
 // componentGrace is how long a component gets to exit after SIGTERM.
@@ -43,14 +48,15 @@ func main() {
 	skip := flag.String("skip", "", "comma-separated components not to start (e.g. manager, to run it from a debugger against the playground)")
 	state := flag.String("state", "", "directory for the kubeconfigs and logs (default: .playground in the repository)")
 	bin := flag.String("bin", "", "directory holding manager and metallb-iad (default: bin in the repository)")
+	withWire := flag.Bool("wire", false, "also run MetalLB's speaker on two nodes in network namespaces, with a client namespace to probe from (root)")
 	flag.Parse()
-	if err := run(strings.Split(*skip, ","), *state, *bin); err != nil {
+	if err := run(strings.Split(*skip, ","), *state, *bin, *withWire); err != nil {
 		say("error: %v", err)
 		os.Exit(1)
 	}
 }
 
-func run(skip []string, stateDir, binDir string) error {
+func run(skip []string, stateDir, binDir string, withWire bool) error {
 	root, err := controlplane.RepoRoot()
 	if err != nil {
 		return err
@@ -139,8 +145,13 @@ func run(skip []string, stateDir, binDir string) error {
 
 	var running []*proc.Process
 	var prefixers []*proc.PrefixWriter
+	var bed *wire.Bed
 	shutdown := func() error {
 		var errs []error
+		if bed != nil {
+			say("removing the wire bed")
+			errs = append(errs, bed.Close(context.Background()))
+		}
 		for _, p := range slices.Backward(running) {
 			select {
 			case <-p.Done():
@@ -197,7 +208,23 @@ func run(skip []string, stateDir, binDir string) error {
 		}
 	}
 
+	if withWire {
+		say("starting the wire bed: MetalLB's speaker on two node namespaces, and a client namespace")
+		bed, err = wire.Start(ctx, cp, wire.Options{BinDir: cpBin, Namespace: metallb.Namespace, Output: func(node string) io.Writer {
+			f, err := openLog("speaker-" + node)
+			if err != nil {
+				return nil
+			}
+			return f
+		}})
+		if err != nil {
+			return errors.Join(fmt.Errorf("wire: %w", err), shutdown())
+		}
+	}
 	printUsage(root, kubeconfig, comps)
+	if bed != nil {
+		printWire(bed)
+	}
 
 	// A component exiting on its own ends the playground (see the package
 	// comment); so does a signal.
@@ -246,6 +273,20 @@ func printUsage(root, kubeconfig string, comps []component) {
 ==============================================================================
 
 `, strings.Join(names, ", "), kubeconfig, rel(root, filepath.Join(filepath.Dir(kubeconfig), "logs")), os.Getpid())
+}
+
+func printWire(bed *wire.Bed) {
+	fmt.Printf(` The wire: nodes %s (MAC %s) and %s (MAC %s) announce every
+ pool on their link to the bridge. A Service answers from a node once it has
+ a ready endpoint there (an EndpointSlice with nodeName: the node; with
+ externalTrafficPolicy: Local, from that node alone). Ask who answers for an
+ address from the client namespace (%s):
+
+   go run ./test/wire/whohas <address>...
+
+==============================================================================
+
+`, bed.Nodes[0].Name, bed.Nodes[0].MAC, bed.Nodes[1].Name, bed.Nodes[1].MAC, bed.Client)
 }
 
 func exitStatus(err error) string {
