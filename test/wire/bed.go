@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,6 +38,19 @@ const Interface = "wire0"
 
 // LabelBed marks the bed's Nodes; its L2Advertisement selects them by it.
 const LabelBed = "test.local.sdn.cozystack.io/wire-bed"
+
+// Require skips the test, in one line saying why, when this machine cannot
+// run the bed — or fails it when CI is set: the machines CI runs on have
+// root and network namespaces, so there it is a broken setup.
+func Require(t testing.TB) {
+	t.Helper()
+	if reason := Unavailable(); reason != "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("wire: %s ($CI is set, and CI's machines have root and network namespaces)", reason)
+		}
+		t.Skip("wire: " + reason)
+	}
+}
 
 // Options configure Start.
 type Options struct {
