@@ -88,8 +88,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -145,6 +147,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("metallb-iad-hold").
 		For(&v1alpha1.IPAddress{}).
+		Watches(&v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.forSiblings), builder.WithPredicates(phaseChanged)).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forService)).
 		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(r.forClaim), builder.WithPredicates(index.ClaimLifecycle)).
 		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
@@ -153,6 +156,32 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Watches(metallb.NewPool(), handler.EnqueueRequestsFromMapFunc(r.forPool), builder.WithPredicates(metallb.SpecChanged)).
 		WithOptions(retry.Options(workers)).
 		Complete(r)
+}
+
+// forSiblings wakes the other addresses of an address's claim when its
+// phase changes. A dual-stack Service is attached only once every family's
+// address is associable and every family's placeholder shares the address
+// under the claim's key; the pass that finds the last address associable
+// is that address's, and each placeholder takes the key in a pass of its
+// own address: without this, a sibling that judged the claim incomplete
+// a moment before would never look again.
+func (r *Reconciler) forSiblings(ctx context.Context, o client.Object) []reconcile.Request {
+	ref := o.(*v1alpha1.IPAddress).Spec.ClaimRef
+	if ref == nil {
+		return nil
+	}
+	return slices.DeleteFunc(index.AddressesOfClaim(ctx, r.Client, ref.Namespace, ref.Name), func(req reconcile.Request) bool {
+		return req.Name == o.GetName()
+	})
+}
+
+// phaseChanged passes an address's creation and any change of its phase.
+var phaseChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.(*v1alpha1.IPAddress).Status.Phase != e.ObjectNew.(*v1alpha1.IPAddress).Status.Phase
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
 func addressRequest(ip netip.Addr) reconcile.Request {

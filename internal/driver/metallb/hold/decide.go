@@ -420,8 +420,17 @@ func keepOnPlaceholder(s snapshot, p *plan) {
 
 // restOnPlaceholder: no Service the driver pinned holds the address; the
 // placeholder is created, or brought up to date while it alone holds it.
+// At rest it keeps the sharing key it has, and a new one gets none: MetalLB
+// reprocesses every Service whenever an allocation's key changes, and
+// rewrites each one's status as it does, so a key on every new placeholder
+// would cost a pass over all of them per address provisioned. attach gives
+// the placeholder its claim's key first, while it alone holds the address.
 func restOnPlaceholder(s snapshot, ph *corev1.Service, p *plan) {
-	want := placeholder(s.address, s.ip, s.pool(), s.namespace, placeholderKey(s, ph), nil)
+	key := ""
+	if ph != nil {
+		key = metallb.SharingKey(ph)
+	}
+	want := placeholder(s.address, s.ip, s.pool(), s.namespace, key, nil)
 	switch {
 	case ph == nil:
 		p.create = append(p.create, want)
@@ -506,13 +515,12 @@ func (p *plan) unpin(old *corev1.Service) {
 	}
 }
 
-// placeholderKey is the sharing key a placeholder carries at rest: its
-// claim's, from the moment it is bound, so that attaching never has to
-// change it and detaching never has to take it back. MetalLB refuses to
-// change the key of an address another Service holds — and it may hold it
-// in its own books before its status says so — which would take the
-// address from the placeholder. An address bound to no claim keeps the key
-// it has.
+// placeholderKey is the sharing key a placeholder shares the address
+// under while it takes it back from a Service: its claim's, which the
+// Service was pinned under. MetalLB refuses to change the key of an
+// address another Service holds — and it may hold it in its own books
+// before its status says so — which would take the address from the
+// placeholder. An address bound to no claim keeps the key it has.
 func placeholderKey(s snapshot, ph *corev1.Service) string {
 	if ref := s.address.Spec.ClaimRef; ref != nil && ref.UID != "" {
 		return sharingKey(ref.UID)
