@@ -136,6 +136,31 @@ func TestFirstFreeWithAdded(t *testing.T) {
 	}
 }
 
+// FreeAtLeast counts per family, over every range, the taken addresses
+// inside the pool only — sorted and added alike — and copes with a /64.
+func TestFreeAtLeast(t *testing.T) {
+	pool, err := ParseRanges([]string{"203.0.113.0/30", "198.51.100.8/31", "2001:db8::/64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := NewUsed(addrs("203.0.113.0", "203.0.113.2", "192.0.2.1", "2001:db8::1"))
+	used.Add(netip.MustParseAddr("198.51.100.9"))
+	for _, tc := range []struct {
+		family v1alpha1.IPFamily
+		n      int
+		want   bool
+	}{
+		{v1alpha1.IPv4, 0, true},
+		{v1alpha1.IPv4, 3, true}, // .1 and .3 of the /30, .8 of the /31
+		{v1alpha1.IPv4, 4, false},
+		{v1alpha1.IPv6, 1 << 40, true},
+	} {
+		if got := FreeAtLeast(pool, used, tc.family, tc.n); got != tc.want {
+			t.Errorf("%s, %d: got %v, want %v", tc.family, tc.n, got, tc.want)
+		}
+	}
+}
+
 // BenchmarkFirstFree: one allocation in a pool with 65,536 addresses in
 // use — a /16 used up but its last, and the first 65,536 of a /64 —
 // against a /24 with 200 in use. The cost follows the runs of taken

@@ -104,3 +104,16 @@ func add(a netip.Addr, k uint64) (netip.Addr, bool) {
 	binary.BigEndian.PutUint64(b[8:], sum)
 	return netip.AddrFrom16(b), true
 }
+
+// within counts the taken addresses from..to (inclusive), both of one family.
+func (u *Used) within(from, to netip.Addr) int {
+	lo := sort.Search(len(u.sorted), func(i int) bool { return u.sorted[i].Compare(from) >= 0 })
+	hi := sort.Search(len(u.sorted), func(i int) bool { return u.sorted[i].Compare(to) > 0 })
+	n := hi - lo
+	for a := range u.added {
+		if a.Compare(from) >= 0 && a.Compare(to) <= 0 {
+			n++
+		}
+	}
+	return n
+}

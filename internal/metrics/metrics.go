@@ -34,8 +34,11 @@ var (
 	addressesDesc = prometheus.NewDesc("address_controller_addresses",
 		"IPAddresses by phase and class.", []string{"phase", "class"}, nil)
 	waitingDesc = prometheus.NewDesc("address_controller_claims_waiting",
-		"Pending IPAddressClaims by class and the reason of their Bound condition (ClassExhausted, QuotaExceeded, PoolRefused, WaitingForProvisioning, ...).",
-		[]string{"class", "reason"}, nil)
+		"Pending IPAddressClaims by namespace, class and the reason of their Bound condition (ClassExhausted, QuotaExceeded, PoolRefused, WaitingForProvisioning, ...).",
+		[]string{"namespace", "class", "reason"}, nil)
+	namespaceDesc = prometheus.NewDesc("address_controller_namespace_addresses",
+		"IPAddresses whose claimRef names the namespace (Bound, Released and retained, being provisioned): what its address quotas count, by namespace and class, whether a quota limits the class or not.",
+		[]string{"namespace", "class"}, nil)
 	exhaustedDesc = prometheus.NewDesc("address_controller_class_exhausted",
 		"1 while a class has a family with no address left to bind or provision (its Exhausted condition).", []string{"class"}, nil)
 	nearlyExhaustedDesc = prometheus.NewDesc("address_controller_class_nearly_exhausted",
@@ -97,6 +100,7 @@ func (i *inventory) Describe(ch chan<- *prometheus.Desc) {
 	ch <- claimsDesc
 	ch <- addressesDesc
 	ch <- waitingDesc
+	ch <- namespaceDesc
 	ch <- exhaustedDesc
 	ch <- nearlyExhaustedDesc
 	ch <- autoClaimsDesc
@@ -106,14 +110,15 @@ func (i *inventory) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	type key struct{ phase, class string }
+	type waitKey struct{ namespace, class, reason string }
 	var claims v1alpha1.IPAddressClaimList
 	if err := i.reader.List(ctx, &claims, client.UnsafeDisableDeepCopy); err == nil {
-		counts, auto, waiting := map[key]int{}, map[key]int{}, map[key]int{}
+		counts, auto, waiting := map[key]int{}, map[key]int{}, map[waitKey]int{}
 		for _, c := range claims.Items {
 			k := key{string(c.Status.Phase), c.Status.ClassName}
 			counts[k]++
 			if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound); c.Status.Phase == v1alpha1.ClaimPending && cond != nil {
-				waiting[key{cond.Reason, binding.ClassName(&c)}]++
+				waiting[waitKey{c.Namespace, binding.ClassName(&c), cond.Reason}]++
 			}
 			if ref := metav1.GetControllerOf(&c); ref != nil && ref.Kind == "Service" && ref.APIVersion == "v1" {
 				auto[k]++
@@ -126,7 +131,7 @@ func (i *inventory) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(autoClaimsDesc, prometheus.GaugeValue, float64(n), k.phase, k.class)
 		}
 		for k, n := range waiting {
-			ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(n), k.class, k.phase)
+			ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(n), k.namespace, k.class, k.reason)
 		}
 	}
 	var classes v1alpha1.IPAddressClassList
@@ -143,12 +148,19 @@ func (i *inventory) Collect(ch chan<- prometheus.Metric) {
 	}
 	var addrs v1alpha1.IPAddressList
 	if err := i.reader.List(ctx, &addrs, client.UnsafeDisableDeepCopy); err == nil {
-		counts := map[key]int{}
+		type nsKey struct{ namespace, class string }
+		counts, namespaces := map[key]int{}, map[nsKey]int{}
 		for _, a := range addrs.Items {
 			counts[key{string(a.Status.Phase), a.Spec.ClassName}]++
+			if ref := a.Spec.ClaimRef; ref != nil {
+				namespaces[nsKey{ref.Namespace, a.Spec.ClassName}]++
+			}
 		}
 		for k, n := range counts {
 			ch <- prometheus.MustNewConstMetric(addressesDesc, prometheus.GaugeValue, float64(n), k.phase, k.class)
+		}
+		for k, n := range namespaces {
+			ch <- prometheus.MustNewConstMetric(namespaceDesc, prometheus.GaugeValue, float64(n), k.namespace, k.class)
 		}
 	}
 }

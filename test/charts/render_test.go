@@ -2,9 +2,11 @@ package charts
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -307,7 +309,10 @@ func TestCoreValues(t *testing.T) {
 			t.Errorf("certManager.enabled=false rendered %s %s", o.GetKind(), o.GetName())
 		}
 	}
-	find(t, objs, "ServiceMonitor", coreChart)
+	endpoints, _, _ := unstructured.NestedSlice(find(t, objs, "ServiceMonitor", coreChart).Object, "spec", "endpoints")
+	if len(endpoints) != 1 || endpoints[0].(map[string]any)["honorLabels"] != true {
+		t.Errorf("ServiceMonitor endpoints = %v: the series' namespace label is the tenant's (honorLabels)", endpoints)
+	}
 	hooks, _, _ := unstructured.NestedSlice(find(t, objs, "ValidatingWebhookConfiguration", coreChart).Object, "webhooks")
 	for _, h := range hooks {
 		if ca := h.(map[string]any)["clientConfig"].(map[string]any)["caBundle"]; ca != "Zm9v" {
@@ -421,5 +426,69 @@ func TestPrometheusRule(t *testing.T) {
 		if !strings.Contains(alerts[alert], metric) {
 			t.Errorf("alert %s: expr %q does not read %s", alert, alerts[alert], metric)
 		}
+		for _, err := range groupingLabels(alerts[alert]) {
+			t.Errorf("alert %s: %v", alert, err)
+		}
 	}
+}
+
+// seriesLabels are the labels of the core's series the alerts read, as
+// TestManagerBinary scrapes them from the binary.
+var seriesLabels = map[string][]string{
+	"address_controller_class_exhausted":        {"class"},
+	"address_controller_class_nearly_exhausted": {"class"},
+	"address_controller_claims_waiting":         {"namespace", "class", "reason"},
+	"address_controller_claims":                 {"phase", "class"},
+	"address_controller_quota_used_addresses":   {"namespace", "quota", "resource"},
+	"address_controller_quota_hard_addresses":   {"namespace", "quota", "resource"},
+}
+
+var (
+	grouping   = regexp.MustCompile(`\b(by|on) \(([^)]*)\)`)
+	seriesName = regexp.MustCompile(`address_controller_[a-z_]+`)
+)
+
+// groupingLabels checks that an expression groups and joins only on labels
+// its series have: a label under `by (…)` on every series the aggregated
+// group reads, a label under `on (…)` on every series of the expression. A
+// label a series lacks matches nothing, and the alert never fires.
+func groupingLabels(expr string) []error {
+	var errs []error
+	for _, m := range grouping.FindAllStringSubmatchIndex(expr, -1) {
+		scope := expr
+		if expr[m[2]:m[3]] == "by" {
+			scope = parenthesised(expr[m[1]:])
+		}
+		for _, label := range strings.Split(expr[m[4]:m[5]], ",") {
+			label = strings.TrimSpace(label)
+			for _, name := range seriesName.FindAllString(scope, -1) {
+				labels, known := seriesLabels[name]
+				if !known {
+					errs = append(errs, fmt.Errorf("series %s: labels unknown to the test", name))
+				} else if !slices.Contains(labels, label) {
+					errs = append(errs, fmt.Errorf("%s (%s) on %s, which has only %v", expr[m[2]:m[3]], label, name, labels))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// parenthesised is the first balanced (…) group of s.
+func parenthesised(s string) string {
+	depth, start := 0, strings.IndexByte(s, '(')
+	if start < 0 {
+		return ""
+	}
+	for i := start; i < len(s); i++ {
+		switch s[i] {
+		case '(':
+			depth++
+		case ')':
+			if depth--; depth == 0 {
+				return s[start : i+1]
+			}
+		}
+	}
+	return s[start:]
 }

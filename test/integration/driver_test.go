@@ -232,6 +232,7 @@ func TestDriver_7_1_PoolRefused(t *testing.T) {
 			g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimPending))
 			bound := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound)
 			g.Expect(bound).NotTo(BeNil())
+			g.Expect(bound.Reason).To(Equal(v1alpha1.ReasonPoolRefused))
 			g.Expect(bound.Message).To(ContainSubstring(why))
 		}, "claim of %s should say why it waits", class)
 	}

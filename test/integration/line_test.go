@@ -91,3 +91,41 @@ func TestLine_Driver_PoolUsedUp(t *testing.T) {
 		g.Expect(cond.Message).To(HavePrefix("1st waiting for IPv4 in class " + class))
 	}, "the class and the waiting claim say the pool is used up")
 }
+
+// TestLine_Driver_OldestWaitingClaimFirst is the line on the driver's
+// path: with the pool used up, addresses freed one at a time are
+// provisioned for the oldest waiting claims, in order, while the younger
+// ones keep waiting.
+func TestLine_Driver_OldestWaitingClaimFirst(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/31"), v1alpha1.ReclaimDelete)
+	holders := []string{"x", "y"}
+	freed := map[string]string{}
+	for _, name := range holders {
+		e.createClaim(name, class)
+		freed[name] = e.boundAddresses(name, 1)[0]
+	}
+	queue := []string{"e", "d", "c", "b", "a"} // oldest first; names sort the other way
+	for _, name := range queue {
+		e.createClaim(name, class)
+		time.Sleep(1100 * time.Millisecond) // creation times have a second's resolution
+	}
+	e.eventually(func(g Gomega) {
+		cond := meta.FindStatusCondition(e.getClaim(g, queue[4]).Status.Conditions, v1alpha1.ConditionBound)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Message).To(HavePrefix("5th waiting for IPv4 in class " + class))
+	}, "the youngest claim is fifth in line")
+
+	for i, holder := range holders {
+		e.delete(e.getClaimNow(holder))
+		got := e.boundAddresses(queue[i], 1)
+		if got[0] != freed[holder] {
+			t.Fatalf("claim %s got %s, want the address %s let go of (%s)", queue[i], got[0], holder, freed[holder])
+		}
+		e.consistently(time.Second, func(g Gomega) {
+			for _, later := range queue[i+1:] {
+				g.Expect(e.getClaim(g, later).Status.Phase).To(Equal(v1alpha1.ClaimPending))
+			}
+		})
+	}
+}

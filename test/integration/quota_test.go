@@ -75,35 +75,40 @@ func (e *env) twentyAgainstThree(class string, key corev1.ResourceName) {
 	}, "three claims Bound, seventeen QuotaExceeded, usage 3")
 }
 
-// Twenty claims created at once against a quota of three, two binders
-// running without leader election: exactly three bind, never more, and
-// the others say why they wait. The quota's status shows the usage.
+// Twenty claims created at once against a quota of three, with one binder
+// and with two running without leader election: exactly three bind, never
+// more, and the others say why they wait. The quota's status shows the
+// usage.
 func TestQuota_ExactUnderTwoBinders(t *testing.T) {
-	e := newEnv(t)
-	class := e.class("public")
-	e.createClass(class)
-	for i := range 25 {
-		e.createAddress(e.v4(i+1), class)
-	}
-	key := quota.ClassKey(class)
-	e.createQuota("addresses", map[corev1.ResourceName]int64{key: 3})
-	startManager(t)
-	startManager(t)
-
-	e.twentyAgainstThree(class, key)
-	e.consistently(2*time.Second, func(g Gomega) {
-		bound, _ := e.claimsByPhase(g)
-		g.Expect(bound).To(Equal(3))
-	})
-	var c v1alpha1.IPAddressClaim
-	for i := range 20 {
-		e.g.Expect(k8s.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: fmt.Sprintf("c%02d", i)}, &c)).To(Succeed())
-		if c.Status.Phase != v1alpha1.ClaimBound {
-			cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound)
-			e.g.Expect(cond.Message).To(Equal(fmt.Sprintf(
-				"exceeded quota: ResourceQuota addresses limits %s in namespace %s to 3; 3 are in use and the claim needs 1 more", key, e.ns)))
-			break
-		}
+	for _, managers := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d manager(s)", managers), func(t *testing.T) {
+			e := newEnv(t)
+			class := e.class("public")
+			e.createClass(class)
+			for i := range 25 {
+				e.createAddress(e.v4(i+1), class)
+			}
+			key := quota.ClassKey(class)
+			e.createQuota("addresses", map[corev1.ResourceName]int64{key: 3})
+			for range managers {
+				startManager(t)
+			}
+			e.twentyAgainstThree(class, key)
+			e.consistently(2*time.Second, func(g Gomega) {
+				bound, _ := e.claimsByPhase(g)
+				g.Expect(bound).To(Equal(3))
+			})
+			var c v1alpha1.IPAddressClaim
+			for i := range 20 {
+				e.g.Expect(k8s.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: fmt.Sprintf("c%02d", i)}, &c)).To(Succeed())
+				if c.Status.Phase != v1alpha1.ClaimBound {
+					cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound)
+					e.g.Expect(cond.Message).To(Equal(fmt.Sprintf(
+						"exceeded quota: ResourceQuota addresses limits %s in namespace %s to 3; 3 are in use and the claim needs 1 more", key, e.ns)))
+					break
+				}
+			}
+		})
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -124,6 +125,26 @@ func TestManagerBinary(t *testing.T) {
 		g.Expect(body).To(ContainSubstring(`address_controller_claim_time_to_bound_seconds_count{class="metrics"} 2`))
 		g.Expect(body).To(ContainSubstring(`address_controller_auto_claims{class="metrics",phase="Bound"} 1`))
 		g.Expect(body).To(ContainSubstring(`address_controller_auto_claims_created_total{class="metrics"} 1`))
+	}).Should(Succeed())
+
+	By("a used-up class, a claim waiting in line and one held by its namespace's quota show in the series the alerts read")
+	g.Expect(k8s.Create(ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "late"},
+		Spec: v1alpha1.IPAddressClaimSpec{ClassName: "metrics", Family: v1alpha1.IPv4}})).To(Succeed())
+	g.Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tenant"}})).To(Succeed())
+	key := corev1.ResourceName("metrics.ipaddressclass." + v1alpha1.GroupVersion.Group + "/addresses")
+	g.Expect(k8s.Create(ctx, &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "addresses"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{key: resource.MustParse("0")}}})).To(Succeed())
+	g.Expect(k8s.Create(ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web"},
+		Spec: v1alpha1.IPAddressClaimSpec{ClassName: "metrics", Family: v1alpha1.IPv4}})).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		body := scrape(g, url, scraper)
+		g.Expect(body).To(ContainSubstring(`address_controller_class_exhausted{class="metrics"} 1`))
+		g.Expect(body).To(ContainSubstring(`address_controller_namespace_addresses{class="metrics",namespace="default"} 2`))
+		g.Expect(body).To(ContainSubstring(`address_controller_class_nearly_exhausted{class="metrics"} 1`))
+		g.Expect(body).To(ContainSubstring(`address_controller_claims_waiting{class="metrics",namespace="default",reason="ClassExhausted"} 1`))
+		g.Expect(body).To(ContainSubstring(`address_controller_claims_waiting{class="metrics",namespace="tenant",reason="QuotaExceeded"} 1`))
+		g.Expect(body).To(ContainSubstring(`address_controller_quota_used_addresses{namespace="tenant",quota="addresses",resource="` + string(key) + `"} 0`))
+		g.Expect(body).To(ContainSubstring(`address_controller_quota_hard_addresses{namespace="tenant",quota="addresses",resource="` + string(key) + `"} 0`))
 	}).Should(Succeed())
 }
 

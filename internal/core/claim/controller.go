@@ -122,12 +122,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		}
 		return nil
 	})
-	r.waitingBook = index.NewOrderedBook(func(o client.Object) []string {
-		if c := o.(*v1alpha1.IPAddressClaim); !heldByQuota(c) {
-			return index.WaitingKeys(c)
-		}
-		return nil
-	}, func(o client.Object) string { return lineEntry(o.(*v1alpha1.IPAddressClaim)) })
+	r.waitingBook = index.NewLine()
 	if err := r.freeBook.Feed(context.Background(), mgr.GetCache(), &v1alpha1.IPAddress{}); err != nil {
 		return err
 	}

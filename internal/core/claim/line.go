@@ -2,10 +2,8 @@ package claim
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -34,7 +32,7 @@ func (r *Reconciler) queue(ctx context.Context, claim *v1alpha1.IPAddressClaim, 
 		}
 		pl := place{available: -1}
 		for i := range waiting.Items {
-			if c := &waiting.Items[i]; c.UID != claim.UID && older(c, claim) && !heldByQuota(c) {
+			if c := &waiting.Items[i]; c.UID != claim.UID && older(c, claim) && !index.HeldByQuota(c) {
 				pl.ahead++
 			}
 		}
@@ -56,17 +54,11 @@ func (r *Reconciler) queue(ctx context.Context, claim *v1alpha1.IPAddressClaim, 
 // of a line that a burst of claims makes long.
 func (r *Reconciler) placeInBook(claim *v1alpha1.IPAddressClaim, class string, f v1alpha1.IPFamily) place {
 	pl := place{available: -1}
-	pl.ahead = r.waitingBook.Before(index.WaitingKey(class, f), lineEntry(claim))
+	pl.ahead = r.waitingBook.Before(index.WaitingKey(class, f), index.LineEntry(claim))
 	if pl.ahead > 0 {
 		pl.available = min(r.freeBook.Len(index.PoolKey(class, f, v1alpha1.AddressAvailable)), pl.ahead+1)
 	}
 	return pl
-}
-
-// lineEntry files a claim in the waiting book so that entries sort as
-// older does: creation second, then namespace/name.
-func lineEntry(c *v1alpha1.IPAddressClaim) string {
-	return fmt.Sprintf("%020d/%s/%s", c.CreationTimestamp.Unix(), c.Namespace, c.Name)
 }
 
 // older reports whether claim a came before b: created earlier, or at the
@@ -76,9 +68,4 @@ func older(a, b *v1alpha1.IPAddressClaim) bool {
 		return c < 0
 	}
 	return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name) < 0
-}
-
-func heldByQuota(c *v1alpha1.IPAddressClaim) bool {
-	cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound)
-	return cond != nil && cond.Reason == v1alpha1.ReasonQuotaExceeded
 }

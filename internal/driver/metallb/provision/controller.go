@@ -66,6 +66,10 @@ const inflightTTL = time.Minute
 // usedTTL is how long a list of a class's taken addresses is reused.
 const usedTTL = 500 * time.Millisecond
 
+// behindRecheck is how soon a claim that let older ones go first looks
+// again: a claim ahead of it leaving the line wakes nobody else.
+const behindRecheck = 2 * time.Second
+
 // Reconciler provisions addresses for the driver's claims.
 type Reconciler struct {
 	Client   client.Client
@@ -85,6 +89,9 @@ type Reconciler struct {
 	// used is, per class, the taken addresses listed from the cache
 	// (refreshed after usedTTL) plus every address reserved since.
 	used map[string]usedList
+	// line is the waiting line of every class and family (index.NewLine):
+	// new addresses go to its front first.
+	line *index.Book
 }
 
 type inflight struct {
@@ -103,6 +110,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	r.inflight = map[string]inflight{}
 	r.claims = map[types.UID]map[v1alpha1.IPFamily]time.Time{}
 	r.used = map[string]usedList{}
+	r.line = index.NewLine()
+	if err := r.line.Feed(context.Background(), mgr.GetCache(), &v1alpha1.IPAddressClaim{}); err != nil {
+		return err
+	}
 	stamped := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetAnnotations()[v1alpha1.AnnotationProvisioner] == metallb.Provisioner
 	})
@@ -205,6 +216,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// remembers never shows up, nothing else would wake the claim.
 		res.RequeueAfter = recheck
 	}
+	if err == nil && res.IsZero() && p.behind {
+		res.RequeueAfter = behindRecheck
+	}
 	return res, err
 }
 
@@ -283,6 +297,7 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) (recheck time.Dura
 		return 0, err
 	}
 	s.used = list.ips
+	s.ahead = r.ahead(s)
 	for f, at := range r.claims[s.claim.UID] {
 		if !s.has[f] {
 			s.has[f] = true
@@ -292,6 +307,23 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) (recheck time.Dura
 		}
 	}
 	return recheck, nil
+}
+
+// ahead counts, per family, the claims in line before the claim — only
+// when the pool has no room for the whole line, the one case where the
+// order decides who gets an address.
+func (r *Reconciler) ahead(s *snapshot) map[v1alpha1.IPFamily]int {
+	out := map[v1alpha1.IPFamily]int{}
+	if r.line == nil || s.class.Ranges == nil {
+		return out
+	}
+	for _, f := range s.claim.Spec.Family.Families() {
+		key := index.WaitingKey(s.class.Name, f)
+		if n := r.line.Len(key); n > 0 && !allocator.FreeAtLeast(s.class.Ranges, s.used, f, n+1) {
+			out[f] = r.line.Before(key, index.LineEntry(s.claim))
+		}
+	}
+	return out
 }
 
 // expire forgets what is older than inflightTTL; the caller holds mu.

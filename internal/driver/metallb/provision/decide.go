@@ -34,12 +34,17 @@ type snapshot struct {
 	// and has not charged to the claim yet: the core charges a family
 	// before anything is provisioned for it (package quota).
 	uncharged map[v1alpha1.IPFamily]bool
+	// ahead are, per family, the claims waiting in line before this one
+	// (counted only when the pool cannot serve the whole line).
+	ahead map[v1alpha1.IPFamily]int
 }
 
-// plan is what one pass writes: addresses to create, or why it cannot.
+// plan is what one pass writes: addresses to create, or why it cannot;
+// behind when older claims come first.
 type plan struct {
 	create  []*v1alpha1.IPAddress
 	failure string
+	behind  bool
 }
 
 // className is the class the claim is of: spec.className — which the
@@ -89,6 +94,12 @@ func decide(s snapshot) plan {
 		ip, ok := allocator.FirstFree(s.class.Ranges, s.used, f)
 		if !ok {
 			p.failure = fmt.Sprintf("IPAddressPool %s has no free %s address", s.class.PoolName, f)
+			continue
+		}
+		if n := s.ahead[f]; n > 0 && !allocator.FreeAtLeast(s.class.Ranges, s.used, f, n+1) {
+			// The oldest waiting claims come first (4-7): the pool's room
+			// is theirs.
+			p.behind = true
 			continue
 		}
 		p.create = append(p.create, newAddress(s.claim, s.class.Name, s.policy, ip))

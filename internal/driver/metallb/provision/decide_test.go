@@ -59,9 +59,11 @@ func TestDecide(t *testing.T) {
 		has       map[v1alpha1.IPFamily]bool
 		available map[v1alpha1.IPFamily]bool
 		used      []netip.Addr
+		ahead     map[v1alpha1.IPFamily]int
 		// want: "<name> <ip> <claim> <uid>" per address created.
 		want    []string
 		failure string
+		behind  bool
 	}{
 		{name: "7-1 a claim stamped with another provisioner is not served",
 			claim: claim(v1alpha1.IPv4, func(c *v1alpha1.IPAddressClaim) { c.Annotations[v1alpha1.AnnotationProvisioner] = "other" }), class: public},
@@ -100,6 +102,16 @@ func TestDecide(t *testing.T) {
 		{name: "7-2 an exhausted pool is reported",
 			claim: claim(v1alpha1.IPv4), class: public, used: ips("203.0.113.0", "203.0.113.1", "203.0.113.2", "203.0.113.3"),
 			failure: "IPAddressPool public has no free IPv4 address"},
+		{name: "4-7 a claim with older claims waiting before it lets them have the pool's last addresses",
+			claim: claim(v1alpha1.IPv4), class: public, used: ips("203.0.113.0", "203.0.113.1"),
+			ahead: map[v1alpha1.IPFamily]int{v1alpha1.IPv4: 2}, behind: true},
+		{name: "4-7 with room for the claims ahead and for it, the claim is provisioned",
+			claim: claim(v1alpha1.IPv4), class: public, used: ips("203.0.113.0"),
+			ahead: map[v1alpha1.IPFamily]int{v1alpha1.IPv4: 2}, want: []string{"ip-203-0-113-1 203.0.113.1 tenant/web c1"}},
+		{name: "4-7 a Dual claim behind in one line only is provisioned in the other",
+			claim: claim(v1alpha1.Dual), class: public, used: ips("203.0.113.0", "203.0.113.1", "203.0.113.2"),
+			ahead: map[v1alpha1.IPFamily]int{v1alpha1.IPv4: 1}, behind: true,
+			want: []string{"ip-2001-db8--0 2001:db8:: tenant/web c1"}},
 		{name: "7-2 a refused class is reported and provisions nothing",
 			claim: claim(v1alpha1.IPv4), class: metallb.Class{Name: "public", Refusal: "spec.parameters.pool is required"},
 			failure: "class public is refused: spec.parameters.pool is required"},
@@ -113,7 +125,7 @@ func TestDecide(t *testing.T) {
 			case nil:
 				obj = classObject()
 			}
-			s := snapshot{claim: tc.claim, class: tc.class, object: obj, policy: v1alpha1.ReclaimRetain, has: tc.has, available: tc.available, used: allocator.NewUsed(tc.used)}
+			s := snapshot{claim: tc.claim, class: tc.class, object: obj, policy: v1alpha1.ReclaimRetain, has: tc.has, available: tc.available, used: allocator.NewUsed(tc.used), ahead: tc.ahead}
 			p := decide(s)
 			var got []string
 			for _, a := range p.create {
@@ -128,6 +140,9 @@ func TestDecide(t *testing.T) {
 			}
 			if p.failure != tc.failure {
 				t.Errorf("failure = %q, want %q", p.failure, tc.failure)
+			}
+			if p.behind != tc.behind {
+				t.Errorf("behind = %v, want %v", p.behind, tc.behind)
 			}
 		})
 	}

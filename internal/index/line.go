@@ -1,0 +1,37 @@
+package index
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+)
+
+// NewLine is the waiting line of every class and family: the claims under
+// WaitingKey(class, family), oldest first. Freed addresses go to the front
+// of the line, whoever serves them — the core matching Available addresses,
+// or a driver provisioning new ones. A claim its namespace's quota holds
+// back waits in no line: it could not take an address.
+func NewLine() *Book {
+	return NewOrderedBook(func(o client.Object) []string {
+		if c := o.(*v1alpha1.IPAddressClaim); !HeldByQuota(c) {
+			return WaitingKeys(c)
+		}
+		return nil
+	}, func(o client.Object) string { return LineEntry(o.(*v1alpha1.IPAddressClaim)) })
+}
+
+// LineEntry files a claim in the line: entries sort by creation second,
+// then namespace/name.
+func LineEntry(c *v1alpha1.IPAddressClaim) string {
+	return fmt.Sprintf("%020d/%s/%s", c.CreationTimestamp.Unix(), c.Namespace, c.Name)
+}
+
+// HeldByQuota reports whether the claim's last pass found no room for it
+// in its namespace's quota.
+func HeldByQuota(c *v1alpha1.IPAddressClaim) bool {
+	cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound)
+	return cond != nil && cond.Reason == v1alpha1.ReasonQuotaExceeded
+}
