@@ -8,6 +8,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/cachetrim"
 	"github.com/cozystack/address-controller/internal/core/address"
 	"github.com/cozystack/address-controller/internal/core/autoclaim"
 	"github.com/cozystack/address-controller/internal/core/claim"
@@ -42,14 +44,19 @@ func DefaultOptions() Options {
 }
 
 // CacheOptions are the cache options the core's manager must be built with:
-// Services are cached trimmed to what auto-claim reads.
+// Services are cached trimmed to what auto-claim reads, claims and
+// addresses with their repeated strings shared (package cachetrim).
 func CacheOptions(opts Options) cache.Options {
 	return cache.Options{
 		// managedFields are never read, and often the largest part of an
 		// object; an update without them leaves them as they are.
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Service{}: {Transform: autoclaim.TransformService(opts.SourceAnnotations)},
+			// Tens of thousands of each at a /16: their repeated strings
+			// are shared.
+			&v1alpha1.IPAddressClaim{}: {Transform: cachetrim.Transform},
+			&v1alpha1.IPAddress{}:      {Transform: cachetrim.Transform},
+			&corev1.Service{}:          {Transform: autoclaim.TransformService(opts.SourceAnnotations)},
 		}}
 }
 

@@ -11,6 +11,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/cachetrim"
 	"github.com/cozystack/address-controller/internal/driver/metallb"
 	"github.com/cozystack/address-controller/internal/driver/metallb/hold"
 	"github.com/cozystack/address-controller/internal/driver/metallb/pool"
@@ -55,11 +57,15 @@ func ClientOptions() client.Options {
 // from the MetalLB namespace only.
 func CacheOptions(opts Options) cache.Options {
 	return cache.Options{
-		// As the core's: managedFields are never read.
+		// As the core's: managedFields are never read, and claims and
+		// addresses share their repeated strings; another provisioner's
+		// claims are kept only in outline.
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Service{}: {Transform: metallb.TransformService},
-			metallb.NewPool(): {Namespaces: map[string]cache.Config{opts.MetalLBNamespace: {}}},
+			&v1alpha1.IPAddressClaim{}: {Transform: metallb.TransformClaim},
+			&v1alpha1.IPAddress{}:      {Transform: cachetrim.Transform},
+			&corev1.Service{}:          {Transform: metallb.TransformService},
+			metallb.NewPool():          {Namespaces: map[string]cache.Config{opts.MetalLBNamespace: {}}},
 		}}
 }
 
@@ -79,7 +85,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		}
 	}
 	rec := recorder.New(mgr.GetEventRecorder(EventSource))
-	books := metallb.Books{Reader: mgr.GetClient(), Namespace: opts.MetalLBNamespace}
+	books := metallb.Books{Reader: mgr.GetClient(), Cache: mgr.GetCache(), Namespace: opts.MetalLBNamespace}
 	classes := &metallb.Classes{Books: books}
 	if err := (&pool.Reconciler{Client: mgr.GetClient(), Books: books, Classes: classes, Recorder: rec, Interval: opts.CapacityInterval}).SetupWithManager(mgr); err != nil {
 		return err

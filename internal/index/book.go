@@ -3,6 +3,7 @@ package index
 import (
 	"context"
 	"sync"
+	"unique"
 
 	"github.com/google/btree"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -77,6 +78,11 @@ func ObjectName(o client.Object) string {
 func (b *Book) file(o any) {
 	if obj, ok := o.(client.Object); ok {
 		f := filing{keys: b.keys(obj)}
+		for i, k := range f.keys {
+			// A book has few keys and many objects under each: one copy
+			// of each key, not one per object.
+			f.keys[i] = unique.Make(k).Value()
+		}
 		if len(f.keys) > 0 {
 			f.entry = b.entry(obj)
 		}

@@ -26,9 +26,9 @@ const (
 	AddressPool = "pool"
 	// AddressNamespace: IPAddress by the namespace its claimRef names.
 	AddressNamespace = "claimNamespace"
-	// AddressClassPhase: IPAddress by ClassPhaseKey(class, phase); the
-	// bare class name is a key too, for "any address of the class".
-	AddressClassPhase = "classPhase"
+	// AddressClass: IPAddress by its class. By class and phase is
+	// AddressPool's, per family.
+	AddressClass = "class"
 	// ClaimWaiting: IPAddressClaim by WaitingKey(class, family) for every
 	// family it still waits on, when it pre-binds no specific address.
 	ClaimWaiting = "waiting"
@@ -62,11 +62,6 @@ func PoolKey(class string, family v1alpha1.IPFamily, phase v1alpha1.AddressPhase
 	return class + "/" + string(family) + "/" + string(phase)
 }
 
-// ClassPhaseKey is the AddressClassPhase key.
-func ClassPhaseKey(class string, phase v1alpha1.AddressPhase) string {
-	return class + "/" + string(phase)
-}
-
 // WaitingKey is the ClaimWaiting key.
 func WaitingKey(class string, family v1alpha1.IPFamily) string { return class + "/" + string(family) }
 
@@ -81,7 +76,7 @@ func Setup(ctx context.Context, i client.FieldIndexer, names ...string) error {
 	}{
 		{&v1alpha1.IPAddress{}, AddressClaim, addressClaim},
 		{&v1alpha1.IPAddress{}, AddressPool, addressPool},
-		{&v1alpha1.IPAddress{}, AddressClassPhase, addressClassPhase},
+		{&v1alpha1.IPAddress{}, AddressClass, addressClass},
 		{&v1alpha1.IPAddress{}, AddressNamespace, addressNamespace},
 		{&v1alpha1.IPAddressClaim{}, ClaimWaiting, claimWaiting},
 		{&v1alpha1.IPAddressClaim{}, ClaimAddressName, claimAddressName},
@@ -117,9 +112,8 @@ func addressPool(o client.Object) []string {
 	return []string{PoolKey(a.Spec.ClassName, binding.Family(a), a.Status.Phase)}
 }
 
-func addressClassPhase(o client.Object) []string {
-	a := o.(*v1alpha1.IPAddress)
-	return []string{a.Spec.ClassName, ClassPhaseKey(a.Spec.ClassName, a.Status.Phase)}
+func addressClass(o client.Object) []string {
+	return []string{o.(*v1alpha1.IPAddress).Spec.ClassName}
 }
 
 func claimWaiting(o client.Object) []string { return WaitingKeys(o.(*v1alpha1.IPAddressClaim)) }

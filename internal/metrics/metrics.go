@@ -13,6 +13,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/cachetrim"
 )
 
 var timeToBound = prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -93,7 +94,9 @@ func Register(reader client.Reader) error {
 	return ctrlmetrics.Registry.Register(&inventory{reader: reader})
 }
 
-// inventory counts claims and addresses from the cache when scraped.
+// inventory counts claims and addresses from the cache when scraped,
+// walking the cache's objects uncopied: a scrape at a /16 would otherwise
+// copy every claim and address.
 type inventory struct{ reader client.Reader }
 
 func (i *inventory) Describe(ch chan<- *prometheus.Desc) {
@@ -111,19 +114,17 @@ func (i *inventory) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	type key struct{ phase, class string }
 	type waitKey struct{ namespace, class, reason string }
-	var claims v1alpha1.IPAddressClaimList
-	if err := i.reader.List(ctx, &claims, client.UnsafeDisableDeepCopy); err == nil {
-		counts, auto, waiting := map[key]int{}, map[key]int{}, map[waitKey]int{}
-		for _, c := range claims.Items {
-			k := key{string(c.Status.Phase), c.Status.ClassName}
-			counts[k]++
-			if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound); c.Status.Phase == v1alpha1.ClaimPending && cond != nil {
-				waiting[waitKey{c.Namespace, binding.ClassName(&c), cond.Reason}]++
-			}
-			if ref := metav1.GetControllerOf(&c); ref != nil && ref.Kind == "Service" && ref.APIVersion == "v1" {
-				auto[k]++
-			}
+	counts, auto, waiting := map[key]int{}, map[key]int{}, map[waitKey]int{}
+	if err := cachetrim.Each(ctx, i.reader, &v1alpha1.IPAddressClaim{}, &v1alpha1.IPAddressClaimList{}, func(c *v1alpha1.IPAddressClaim) {
+		k := key{string(c.Status.Phase), c.Status.ClassName}
+		counts[k]++
+		if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound); c.Status.Phase == v1alpha1.ClaimPending && cond != nil {
+			waiting[waitKey{c.Namespace, binding.ClassName(c), cond.Reason}]++
 		}
+		if ref := metav1.GetControllerOf(c); ref != nil && ref.Kind == "Service" && ref.APIVersion == "v1" {
+			auto[k]++
+		}
+	}); err == nil {
 		for k, n := range counts {
 			ch <- prometheus.MustNewConstMetric(claimsDesc, prometheus.GaugeValue, float64(n), k.phase, k.class)
 		}
@@ -134,29 +135,24 @@ func (i *inventory) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(n), k.namespace, k.class, k.reason)
 		}
 	}
-	var classes v1alpha1.IPAddressClassList
-	if err := i.reader.List(ctx, &classes, client.UnsafeDisableDeepCopy); err == nil {
-		for _, c := range classes.Items {
-			for desc, t := range map[*prometheus.Desc]string{exhaustedDesc: v1alpha1.ConditionExhausted, nearlyExhaustedDesc: v1alpha1.ConditionNearlyExhausted} {
-				v := 0.0
-				if meta.IsStatusConditionTrue(c.Status.Conditions, t) {
-					v = 1
-				}
-				ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, c.Name)
+	_ = cachetrim.Each(ctx, i.reader, &v1alpha1.IPAddressClass{}, &v1alpha1.IPAddressClassList{}, func(c *v1alpha1.IPAddressClass) {
+		for desc, t := range map[*prometheus.Desc]string{exhaustedDesc: v1alpha1.ConditionExhausted, nearlyExhaustedDesc: v1alpha1.ConditionNearlyExhausted} {
+			v := 0.0
+			if meta.IsStatusConditionTrue(c.Status.Conditions, t) {
+				v = 1
 			}
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, c.Name)
 		}
-	}
-	var addrs v1alpha1.IPAddressList
-	if err := i.reader.List(ctx, &addrs, client.UnsafeDisableDeepCopy); err == nil {
-		type nsKey struct{ namespace, class string }
-		counts, namespaces := map[key]int{}, map[nsKey]int{}
-		for _, a := range addrs.Items {
-			counts[key{string(a.Status.Phase), a.Spec.ClassName}]++
-			if ref := a.Spec.ClaimRef; ref != nil {
-				namespaces[nsKey{ref.Namespace, a.Spec.ClassName}]++
-			}
+	})
+	type nsKey struct{ namespace, class string }
+	addrs, namespaces := map[key]int{}, map[nsKey]int{}
+	if err := cachetrim.Each(ctx, i.reader, &v1alpha1.IPAddress{}, &v1alpha1.IPAddressList{}, func(a *v1alpha1.IPAddress) {
+		addrs[key{string(a.Status.Phase), a.Spec.ClassName}]++
+		if ref := a.Spec.ClaimRef; ref != nil {
+			namespaces[nsKey{ref.Namespace, a.Spec.ClassName}]++
 		}
-		for k, n := range counts {
+	}); err == nil {
+		for k, n := range addrs {
 			ch <- prometheus.MustNewConstMetric(addressesDesc, prometheus.GaugeValue, float64(n), k.phase, k.class)
 		}
 		for k, n := range namespaces {

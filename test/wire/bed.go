@@ -301,7 +301,8 @@ func (b *Bed) objects(ctx context.Context) error {
 }
 
 // speakers starts a proxy and a speaker per node and waits until both
-// speakers have their ARP and NDP responders on the bridge link.
+// speakers have their ARP and NDP responders on the bridge link and have
+// loaded the Services.
 func (b *Bed) speakers(ctx context.Context, cp *controlplane.ControlPlane) error {
 	api, err := url.Parse(cp.Config.Host)
 	if err != nil {
@@ -339,7 +340,7 @@ func (b *Bed) speakers(ctx context.Context, cp *controlplane.ControlPlane) error
 		case <-b.Nodes[i].speaker.Done():
 			return fmt.Errorf("speaker on %s exited: %w", b.Nodes[i].Name, b.Nodes[i].speaker.Err())
 		case <-ctx.Done():
-			return fmt.Errorf("speaker on %s: no responders on %s: %w", b.Nodes[i].Name, Interface, ctx.Err())
+			return fmt.Errorf("speaker on %s: no responders on %s, or Services not loaded: %w", b.Nodes[i].Name, Interface, ctx.Err())
 		}
 	}
 	return nil
@@ -383,7 +384,10 @@ func forward(l net.Listener, target string) {
 }
 
 // readyWatch passes a speaker's output on and closes ready once the
-// speaker has made both its responders on the bridge link.
+// speaker has made both its responders on the bridge link and done its
+// initial load of Services: a Service event before that load is dropped by
+// the speaker (the load itself covers it), and once a Service created then
+// was never announced (make test, once).
 type readyWatch struct {
 	out   io.Writer
 	ready chan struct{}
@@ -398,10 +402,13 @@ func newReadyWatch(out io.Writer) *readyWatch {
 
 func (w *readyWatch) Write(p []byte) (int, error) {
 	w.mu.Lock()
-	if len(w.seen) < 2 {
+	if len(w.seen) < 3 {
 		lines := strings.Split(w.tail+string(p), "\n")
 		w.tail = lines[len(lines)-1]
 		for _, l := range lines[:len(lines)-1] {
+			if strings.Contains(l, `"ServiceReconciler - reprocessAll"`) && strings.Contains(l, `"end reconcile"`) {
+				w.seen["initial load"] = true
+			}
 			if !strings.Contains(l, `"interface":"`+Interface+`"`) {
 				continue
 			}
@@ -411,7 +418,7 @@ func (w *readyWatch) Write(p []byte) (int, error) {
 				}
 			}
 		}
-		if len(w.seen) == 2 {
+		if len(w.seen) == 3 {
 			close(w.ready)
 		}
 	}

@@ -76,7 +76,11 @@ func (r *Reconciler) addressesOfClaim(ctx context.Context, o client.Object) []re
 
 // releasedOfClass: a class's releaseDelay may have changed.
 func (r *Reconciler) releasedOfClass(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.list(ctx, client.MatchingFields{index.AddressClassPhase: index.ClassPhaseKey(o.GetName(), v1alpha1.AddressReleased)})
+	var reqs []reconcile.Request
+	for _, f := range v1alpha1.Dual.Families() {
+		reqs = append(reqs, r.list(ctx, client.MatchingFields{index.AddressPool: index.PoolKey(o.GetName(), f, v1alpha1.AddressReleased)})...)
+	}
+	return reqs
 }
 
 func (r *Reconciler) list(ctx context.Context, sel client.MatchingFields) []reconcile.Request {

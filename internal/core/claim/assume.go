@@ -99,6 +99,17 @@ func (c *assumeCache) forget(name string) {
 	delete(c.written, name)
 }
 
+// caughtUp forgets a remembered write once the informer shows it, or a
+// later version: at a burst of binds the memory would otherwise hold a
+// copy of every address written in the last lastwrite.TTL.
+func (c *assumeCache) caughtUp(a *v1alpha1.IPAddress) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w, ok := c.written[a.Name]; ok && !lastwrite.Newer(w.addr.ResourceVersion, a.ResourceVersion) {
+		delete(c.written, a.Name)
+	}
+}
+
 // overlay replaces informer copies older than a remembered write by the
 // write, and adds remembered addresses the informer lists lack that keep
 // matches true. Remembered writes the informer has caught up with are dropped.

@@ -167,9 +167,11 @@ func (r *Reconciler) addressHandler() handler.EventHandler {
 	}
 	return handler.Funcs{
 		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.assumed.caughtUp(e.Object.(*v1alpha1.IPAddress))
 			mapAddr(ctx, e.Object.(*v1alpha1.IPAddress), q)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.assumed.caughtUp(e.ObjectNew.(*v1alpha1.IPAddress))
 			mapAddr(ctx, e.ObjectOld.(*v1alpha1.IPAddress), q)
 			mapAddr(ctx, e.ObjectNew.(*v1alpha1.IPAddress), q)
 		},

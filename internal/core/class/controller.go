@@ -70,7 +70,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	var names []string
 	if class.DeletionTimestamp != nil {
 		var list v1alpha1.IPAddressList
-		if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressClassPhase: class.Name}); err != nil {
+		if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressClass: class.Name}); err != nil {
 			return reconcile.Result{}, err
 		}
 		for i := range list.Items {

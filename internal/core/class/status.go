@@ -95,7 +95,7 @@ func tallyKeys(o client.Object) []string {
 func (r *Reconciler) counts(ctx context.Context, class string) ([]v1alpha1.FamilyAddresses, error) {
 	if r.tally == nil {
 		var addrs v1alpha1.IPAddressList
-		if err := r.Client.List(ctx, &addrs, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressClassPhase: class}); err != nil {
+		if err := r.Client.List(ctx, &addrs, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressClass: class}); err != nil {
 			return nil, err
 		}
 		return binding.CountAddresses(addrs.Items), nil

@@ -5,6 +5,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/cachetrim"
 )
 
 // keptAnnotations are the Service annotations the driver reads: the claim
@@ -54,4 +55,27 @@ func TransformService(obj any) (any, error) {
 		out.Annotations[k] = v
 	}
 	return out, nil
+}
+
+// TransformClaim keeps of a claim that is not the driver's — stamped with
+// another provisioner, or none — only what names it, its spec, and the
+// phase, class and addresses of its status: the driver never writes a
+// claim, serves only its own, and at a /16 of another class would
+// otherwise hold every tenant's conditions and annotations. Its own
+// claims are kept whole, their repeated strings shared.
+func TransformClaim(obj any) (any, error) {
+	c, ok := obj.(*v1alpha1.IPAddressClaim)
+	if !ok || c.Annotations[v1alpha1.AnnotationProvisioner] == Provisioner {
+		return cachetrim.Transform(obj)
+	}
+	out := &v1alpha1.IPAddressClaim{
+		TypeMeta: c.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: c.Namespace, Name: c.Name, UID: c.UID, ResourceVersion: c.ResourceVersion,
+			CreationTimestamp: c.CreationTimestamp, DeletionTimestamp: c.DeletionTimestamp,
+		},
+		Spec:   c.Spec,
+		Status: v1alpha1.IPAddressClaimStatus{Phase: c.Status.Phase, ClassName: c.Status.ClassName, Addresses: c.Status.Addresses},
+	}
+	return cachetrim.Transform(out)
 }

@@ -56,3 +56,42 @@ func TestTransformService(t *testing.T) {
 		t.Fatalf("trimmed Service (-want +got):\n%s", d)
 	}
 }
+
+// TestTransformClaim: the driver's own claims stay whole (managedFields
+// aside); another provisioner's keep their outline only.
+func TestTransformClaim(t *testing.T) {
+	claim := func(provisioner string) *v1alpha1.IPAddressClaim {
+		return &v1alpha1.IPAddressClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web", UID: "u", ResourceVersion: "7",
+				Finalizers:    []string{v1alpha1.FinalizerClaimProtection},
+				Annotations:   map[string]string{v1alpha1.AnnotationProvisioner: provisioner, "note": "x"},
+				ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
+			Spec: v1alpha1.IPAddressClaimSpec{ClassName: "public", Family: v1alpha1.IPv4},
+			Status: v1alpha1.IPAddressClaimStatus{Phase: v1alpha1.ClaimBound, ClassName: "public",
+				Addresses:  []v1alpha1.ClaimedAddress{{Name: "ip-192-0-2-1", Address: "192.0.2.1"}},
+				Conditions: []metav1.Condition{{Type: v1alpha1.ConditionBound, Status: metav1.ConditionTrue, Reason: "Bound"}}},
+		}
+	}
+	own, err := TransformClaim(claim(Provisioner))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := claim(Provisioner)
+	want.ManagedFields = nil
+	if diff := cmp.Diff(want, own); diff != "" {
+		t.Errorf("own claim (-want +got):\n%s", diff)
+	}
+	other, err := TransformClaim(claim("static.example.com"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := claim("")
+	want = &v1alpha1.IPAddressClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web", UID: "u", ResourceVersion: "7"},
+		Spec:       c.Spec,
+		Status:     v1alpha1.IPAddressClaimStatus{Phase: c.Status.Phase, ClassName: c.Status.ClassName, Addresses: c.Status.Addresses},
+	}
+	if diff := cmp.Diff(want, other); diff != "" {
+		t.Errorf("another provisioner's claim (-want +got):\n%s", diff)
+	}
+}

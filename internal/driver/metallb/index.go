@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/cachetrim"
 	"github.com/cozystack/address-controller/internal/index"
 )
 
@@ -30,7 +31,7 @@ const (
 // SetupIndexes registers the shared indexes the driver queries, and
 // the driver's Service indexes.
 func SetupIndexes(ctx context.Context, i client.FieldIndexer) error {
-	if err := index.Setup(ctx, i, index.AddressClaim, index.AddressPool, index.AddressClassPhase, index.ClaimWaiting); err != nil {
+	if err := index.Setup(ctx, i, index.AddressClaim, index.AddressPool, index.AddressClass, index.ClaimWaiting); err != nil {
 		return err
 	}
 	for key, fn := range map[string]client.IndexerFunc{
@@ -75,26 +76,27 @@ func ipStrings(ips []netip.Addr) []string {
 // IPAddress in it, of any class, and every address MetalLB assigned to a
 // Service. A taken address is never allocated again.
 func (b Books) Used(ctx context.Context, c Class) ([]netip.Addr, error) {
-	var addrs v1alpha1.IPAddressList
-	if err := b.Reader.List(ctx, &addrs, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, err
+	if c.Ranges == nil {
+		return nil, nil
+	}
+	r := b.Cache
+	if r == nil {
+		r = b.Reader
 	}
 	var used []netip.Addr
-	for i := range addrs.Items {
-		if ip, err := netip.ParseAddr(addrs.Items[i].Spec.Address); err == nil && c.Ranges != nil && c.Ranges.Contains(ip) {
+	if err := cachetrim.Each(ctx, r, &v1alpha1.IPAddress{}, &v1alpha1.IPAddressList{}, func(a *v1alpha1.IPAddress) {
+		if ip, err := netip.ParseAddr(a.Spec.Address); err == nil && c.Ranges.Contains(ip) {
 			used = append(used, ip)
 		}
-	}
-	var svcs corev1.ServiceList
-	if err := b.Reader.List(ctx, &svcs, client.UnsafeDisableDeepCopy); err != nil {
+	}); err != nil {
 		return nil, err
 	}
-	for i := range svcs.Items {
-		for _, ip := range IngressIPs(&svcs.Items[i]) {
-			if c.Ranges != nil && c.Ranges.Contains(ip) {
+	err := cachetrim.Each(ctx, r, &corev1.Service{}, &corev1.ServiceList{}, func(svc *corev1.Service) {
+		for _, ip := range IngressIPs(svc) {
+			if c.Ranges.Contains(ip) {
 				used = append(used, ip)
 			}
 		}
-	}
-	return used, nil
+	})
+	return used, err
 }

@@ -13,6 +13,9 @@ import (
 // Books reads the classes and pools the driver serves from a cache.
 type Books struct {
 	Reader client.Reader
+	// Cache, when set, is walked uncopied where every object of a kind is
+	// read (Used); Reader is listed otherwise.
+	Cache client.Reader
 	// Namespace is where MetalLB's IPAddressPools live.
 	Namespace string
 }

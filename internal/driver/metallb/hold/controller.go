@@ -220,7 +220,7 @@ func (r *Reconciler) forClaim(ctx context.Context, o client.Object) []reconcile.
 }
 
 func (r *Reconciler) ofClass(ctx context.Context, class string) []reconcile.Request {
-	return index.Requests(ctx, r.Client, &v1alpha1.IPAddressList{}, client.MatchingFields{index.AddressClassPhase: class})
+	return index.Requests(ctx, r.Client, &v1alpha1.IPAddressList{}, client.MatchingFields{index.AddressClass: class})
 }
 
 func (r *Reconciler) forPool(ctx context.Context, o client.Object) []reconcile.Request {

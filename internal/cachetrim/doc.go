@@ -1,0 +1,15 @@
+// Package cachetrim owns what the controllers' caches keep of the objects
+// they hold in the tens of thousands — claims and addresses — and how those
+// are walked.
+//
+// A /16 is 65,536 addresses and as many claims in each binary's memory.
+// Decoding gives every object its own copy of strings that a handful of
+// values cover (its kind and group, its class, namespace, finalizers,
+// phase, condition types and reasons); Transform makes them share one copy,
+// and drops managedFields, which nothing reads. It changes no value, so a
+// write built from a cached object sends exactly what it would have sent.
+//
+// Each walks the cache's own objects without copying them, for readers
+// that look at every object (metrics, the used set of a pool): a list from
+// the cache copies each object into a fresh slice on every call.
+package cachetrim
