@@ -75,22 +75,22 @@ func FirstFree(pool *netipx.IPSet, used *Used, family v1alpha1.IPFamily) (netip.
 	return netip.Addr{}, false
 }
 
-// FreeAtLeast reports whether pool has n or more addresses of family that
-// are not used: a count per range by binary search, never a walk over the
-// free addresses, so a line of thousands costs what a line of one does.
-func FreeAtLeast(pool *netipx.IPSet, used *Used, family v1alpha1.IPFamily, n int) bool {
-	free := new(big.Int)
+// Free counts the addresses of family in pool that are not used, up to
+// limit: by binary search per range, never a walk over the free addresses,
+// so a line of thousands costs what a line of one does.
+func Free(pool *netipx.IPSet, used *Used, family v1alpha1.IPFamily, limit int) int {
+	free, want := new(big.Int), big.NewInt(int64(limit))
 	for _, r := range pool.Ranges() {
 		if familyOf(r.From()) != family {
 			continue
 		}
 		free.Add(free, size(r))
 		free.Sub(free, big.NewInt(int64(used.within(r.From(), r.To()))))
-		if free.Cmp(big.NewInt(int64(n))) >= 0 {
-			return true
+		if free.Cmp(want) >= 0 {
+			return limit
 		}
 	}
-	return false
+	return int(free.Int64())
 }
 
 // Capacity is a pool's size and use, per family.

@@ -136,9 +136,10 @@ func TestFirstFreeWithAdded(t *testing.T) {
 	}
 }
 
-// FreeAtLeast counts per family, over every range, the taken addresses
-// inside the pool only — sorted and added alike — and copes with a /64.
-func TestFreeAtLeast(t *testing.T) {
+// Free counts per family, over every range, the taken addresses inside
+// the pool only — sorted and added alike — up to its limit, and copes with
+// a /64.
+func TestFree(t *testing.T) {
 	pool, err := ParseRanges([]string{"203.0.113.0/30", "198.51.100.8/31", "2001:db8::/64"})
 	if err != nil {
 		t.Fatal(err)
@@ -146,17 +147,16 @@ func TestFreeAtLeast(t *testing.T) {
 	used := NewUsed(addrs("203.0.113.0", "203.0.113.2", "192.0.2.1", "2001:db8::1"))
 	used.Add(netip.MustParseAddr("198.51.100.9"))
 	for _, tc := range []struct {
-		family v1alpha1.IPFamily
-		n      int
-		want   bool
+		family      v1alpha1.IPFamily
+		limit, want int
 	}{
-		{v1alpha1.IPv4, 0, true},
-		{v1alpha1.IPv4, 3, true}, // .1 and .3 of the /30, .8 of the /31
-		{v1alpha1.IPv4, 4, false},
-		{v1alpha1.IPv6, 1 << 40, true},
+		{v1alpha1.IPv4, 0, 0},
+		{v1alpha1.IPv4, 2, 2},
+		{v1alpha1.IPv4, 10, 3}, // .1 and .3 of the /30, .8 of the /31
+		{v1alpha1.IPv6, 1 << 40, 1 << 40},
 	} {
-		if got := FreeAtLeast(pool, used, tc.family, tc.n); got != tc.want {
-			t.Errorf("%s, %d: got %v, want %v", tc.family, tc.n, got, tc.want)
+		if got := Free(pool, used, tc.family, tc.limit); got != tc.want {
+			t.Errorf("%s, up to %d: got %d, want %d", tc.family, tc.limit, got, tc.want)
 		}
 	}
 }

@@ -143,6 +143,17 @@ func (b *Book) Before(key, entry string) int {
 	return n
 }
 
+// Walk calls f with the entries filed under key, smallest first, until f
+// returns false. f runs under the book's read lock: it must not feed the
+// book.
+func (b *Book) Walk(key string, f func(entry string) bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if s := b.sets[key]; s != nil {
+		s.Ascend(f)
+	}
+}
+
 // First is up to n entries filed under key, smallest first.
 func (b *Book) First(key string, n int) []string {
 	b.mu.RLock()

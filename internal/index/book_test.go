@@ -27,6 +27,11 @@ func TestBook(t *testing.T) {
 	for _, a := range []*v1alpha1.IPAddress{addr("c", "x"), addr("a", "x"), addr("b", "y"), addr("d", "")} {
 		b.file(a)
 	}
+	var walked []string
+	b.Walk("x", func(e string) bool { walked = append(walked, e); return false })
+	if !slices.Equal(walked, []string{"a"}) {
+		t.Errorf("Walk(x) stopping at once = %v, want [a]", walked)
+	}
 	if got := b.First("x", 5); !slices.Equal(got, []string{"a", "c"}) {
 		t.Errorf("First(x) = %v, want [a c]", got)
 	}

@@ -2,6 +2,7 @@ package index
 
 import (
 	"fmt"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,7 +27,13 @@ func NewLine() *Book {
 // LineEntry files a claim in the line: entries sort by creation second,
 // then namespace/name.
 func LineEntry(c *v1alpha1.IPAddressClaim) string {
-	return fmt.Sprintf("%020d/%s/%s", c.CreationTimestamp.Unix(), c.Namespace, c.Name)
+	return fmt.Sprintf("%020d/%s", c.CreationTimestamp.Unix(), ClaimKey(c.Namespace, c.Name))
+}
+
+// LineClaim is the ClaimKey of the claim a line entry files.
+func LineClaim(entry string) string {
+	_, key, _ := strings.Cut(entry, "/")
+	return key
 }
 
 // HeldByQuota reports whether the claim's last pass found no room for it

@@ -16,7 +16,6 @@ import (
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -394,10 +393,8 @@ func (sw *sweep) move(id string) error {
 // autoService is a plain LoadBalancer Service the core auto-claims an
 // address of the driver's class for.
 func (sw *sweep) autoService(id string) error {
-	return sw.create(sw.s.tenant, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: id,
-		Annotations: map[string]string{v1alpha1.AnnotationIPAddressClass: sweepLB}},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicySingleStack),
-			Ports: []corev1.ServicePort{{Port: 80}}}})
+	return sw.create(sw.s.tenant, loadBalancer(id, corev1.IPFamilyPolicySingleStack, 80,
+		map[string]string{v1alpha1.AnnotationIPAddressClass: sweepLB}))
 }
 
 // --- ends ---

@@ -546,10 +546,7 @@ func TestDriver_10_AutoClaimRacesMetalLB(t *testing.T) {
 	errs := make(chan error, n)
 	for i := range n {
 		go func() {
-			errs <- k8s.Create(e.ctx, &corev1.Service{
-				ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: fmt.Sprintf("s%d", i), Annotations: map[string]string{v1alpha1.AnnotationIPAddressClass: class}},
-				Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "http", Port: 80}}},
-			})
+			errs <- k8s.Create(e.ctx, e.newService(fmt.Sprintf("s%d", i), svcAnnotation(v1alpha1.AnnotationIPAddressClass, class)))
 		}()
 	}
 	for range n {

@@ -12,7 +12,6 @@ import (
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -74,10 +73,9 @@ func TestDriver_RetriesBackOff(t *testing.T) {
 	e := newDriverEnvWith(t, counter.wrap)
 	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/32"), v1alpha1.ReclaimRetain)
 	ip := e.v4(0)
-	squatter := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: driverNamespace, Name: nameOf(ip), Annotations: map[string]string{v1alpha1.AnnotationAutoClaim: "false"}},
-		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Port: 80}}},
-	}
+	squatter := e.newService(nameOf(ip), svcAnnotation(v1alpha1.AnnotationAutoClaim, "false"), func(s *corev1.Service) {
+		s.Namespace, s.Spec.Type = driverNamespace, corev1.ServiceTypeClusterIP
+	})
 	e.create(squatter)
 	t.Cleanup(func() { _ = client.IgnoreNotFound(k8s.Delete(e.ctx, squatter)) })
 

@@ -633,13 +633,6 @@ func (s snapshot) pool() string {
 	return s.class.PoolName
 }
 
-// stillHeld reports whether svc still carries the driver's hold of ip: its
-// marker names ip, or it keeps the handoff finalizer the driver has yet to
-// release. A recorded Service that carries neither is the driver's no more.
-func stillHeld(svc *corev1.Service, ip netip.Addr) bool {
-	return pinnedWith(svc, ip) || controllerutil.ContainsFinalizer(svc, metallb.FinalizerHandoff)
-}
-
 // holdingAfter is the holding record once the plan is carried out: the
 // workload if it is (or is being) pinned with the address, and every other
 // Service the driver pinned it to and has not let go of yet; Since dates a
@@ -720,17 +713,6 @@ func unsure(a *v1alpha1.IPAddress, p plan) bool {
 	}
 	return p.status.Phase == v1alpha1.AddressConflict && a.Status.Phase != v1alpha1.AddressConflict ||
 		gains(p.status.Holding, a.Status.Holding)
-}
-
-// lets reports whether edit e takes from a Service a pin or the driver's
-// marker it carries.
-func lets(e edit) bool {
-	for _, k := range []string{metallb.AnnotationLoadBalancerIPs, metallb.AnnotationPinned} {
-		if v, ok := e.from.Annotations[k]; ok && e.to.Annotations[k] != v {
-			return true
-		}
-	}
-	return false
 }
 
 // gains reports whether record after names a Service before does not.

@@ -179,3 +179,21 @@ func labelsString(m map[string]string) string {
 	}
 	return s
 }
+
+// stillHeld reports whether svc still carries the driver's hold of ip: its
+// marker names ip, or it keeps the handoff finalizer the driver has yet to
+// release. A recorded Service that carries neither is the driver's no more.
+func stillHeld(svc *corev1.Service, ip netip.Addr) bool {
+	return pinnedWith(svc, ip) || controllerutil.ContainsFinalizer(svc, metallb.FinalizerHandoff)
+}
+
+// lets reports whether edit e takes from a Service a pin or the driver's
+// marker it carries.
+func lets(e edit) bool {
+	for _, k := range []string{metallb.AnnotationLoadBalancerIPs, metallb.AnnotationPinned} {
+		if v, ok := e.from.Annotations[k]; ok && e.to.Annotations[k] != v {
+			return true
+		}
+	}
+	return false
+}

@@ -216,7 +216,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// remembers never shows up, nothing else would wake the claim.
 		res.RequeueAfter = recheck
 	}
-	if err == nil && res.IsZero() && p.behind {
+	if err == nil && p.behind && (res.IsZero() || res.RequeueAfter > behindRecheck) {
 		res.RequeueAfter = behindRecheck
 	}
 	return res, err
@@ -297,7 +297,9 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) (recheck time.Dura
 		return 0, err
 	}
 	s.used = list.ips
-	s.ahead = r.ahead(s)
+	if s.ahead, err = r.ahead(ctx, s); err != nil {
+		return 0, err
+	}
 	for f, at := range r.claims[s.claim.UID] {
 		if !s.has[f] {
 			s.has[f] = true
@@ -309,21 +311,53 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) (recheck time.Dura
 	return recheck, nil
 }
 
-// ahead counts, per family, the claims in line before the claim — only
-// when the pool has no room for the whole line, the one case where the
-// order decides who gets an address.
-func (r *Reconciler) ahead(s *snapshot) map[v1alpha1.IPFamily]int {
+// ahead counts, per family, the claims in line before this one that have
+// no address of the family yet. It looks only when the pool has room, but
+// not for the whole line — the one case where the order decides who gets
+// an address — and stops counting at the pool's room: past it the claim
+// waits anyway, so a long line costs no more than the room it shares.
+func (r *Reconciler) ahead(ctx context.Context, s *snapshot) (map[v1alpha1.IPFamily]int, error) {
 	out := map[v1alpha1.IPFamily]int{}
 	if r.line == nil || s.class.Ranges == nil {
-		return out
+		return out, nil
 	}
+	mine := index.LineEntry(s.claim)
 	for _, f := range s.claim.Spec.Family.Families() {
 		key := index.WaitingKey(s.class.Name, f)
-		if n := r.line.Len(key); n > 0 && !allocator.FreeAtLeast(s.class.Ranges, s.used, f, n+1) {
-			out[f] = r.line.Before(key, index.LineEntry(s.claim))
+		n := r.line.Len(key)
+		room := allocator.Free(s.class.Ranges, s.used, f, n+1)
+		if room == 0 || room > n {
+			continue
+		}
+		var err error
+		r.line.Walk(key, func(entry string) bool {
+			if entry >= mine || out[f] >= room {
+				return false
+			}
+			var has bool
+			if has, err = r.hasAddress(ctx, index.LineClaim(entry), f); err == nil && !has {
+				out[f]++
+			}
+			return err == nil
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
-	return out
+	return out, nil
+}
+
+// hasAddress reports whether the claim namespace/name has a live address
+// of family f: one it waits to be reported, not one a claim of its name
+// before it left behind.
+func (r *Reconciler) hasAddress(ctx context.Context, claimKey string, f v1alpha1.IPFamily) (bool, error) {
+	var named v1alpha1.IPAddressList
+	if err := r.Client.List(ctx, &named, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressClaim: claimKey}); err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(named.Items, func(a v1alpha1.IPAddress) bool {
+		return binding.Family(&a) == f && a.DeletionTimestamp == nil && a.Status.Phase != v1alpha1.AddressReleased
+	}), nil
 }
 
 // expire forgets what is older than inflightTTL; the caller holds mu.

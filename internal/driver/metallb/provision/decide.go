@@ -1,7 +1,6 @@
 package provision
 
 import (
-	"cmp"
 	"fmt"
 	"net/netip"
 
@@ -35,7 +34,8 @@ type snapshot struct {
 	// before anything is provisioned for it (package quota).
 	uncharged map[v1alpha1.IPFamily]bool
 	// ahead are, per family, the claims waiting in line before this one
-	// (counted only when the pool cannot serve the whole line).
+	// with no address yet (counted only when the pool cannot serve the
+	// whole line, and only up to its room).
 	ahead map[v1alpha1.IPFamily]int
 }
 
@@ -55,7 +55,7 @@ func className(c *v1alpha1.IPAddressClaim) string {
 	if c.Spec.ClassName != "" && c.Status.ClassName != "" && c.Spec.ClassName != c.Status.ClassName {
 		return ""
 	}
-	return cmp.Or(c.Spec.ClassName, c.Status.ClassName)
+	return binding.ClassName(c)
 }
 
 // serves reports whether the claim is the driver's to provision for: stamped
@@ -96,7 +96,7 @@ func decide(s snapshot) plan {
 			p.failure = fmt.Sprintf("IPAddressPool %s has no free %s address", s.class.PoolName, f)
 			continue
 		}
-		if n := s.ahead[f]; n > 0 && !allocator.FreeAtLeast(s.class.Ranges, s.used, f, n+1) {
+		if n := s.ahead[f]; n > 0 && allocator.Free(s.class.Ranges, s.used, f, n+1) <= n {
 			// The oldest waiting claims come first (4-7): the pool's room
 			// is theirs.
 			p.behind = true
