@@ -1,0 +1,86 @@
+package index_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/fakeapi"
+	"github.com/cozystack/address-controller/internal/index"
+)
+
+func names(reqs []reconcile.Request) []string {
+	var out []string
+	for _, r := range reqs {
+		if r.Namespace == "" {
+			out = append(out, r.Name)
+		} else {
+			out = append(out, r.String())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Each index files what its name says, and the request helpers find it.
+func TestIndexes(t *testing.T) {
+	ctx := context.Background()
+	address := func(name, class string, phase v1alpha1.AddressPhase, claim string) *v1alpha1.IPAddress {
+		a := &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec:   v1alpha1.IPAddressSpec{Address: "192.0.2.1", ClassName: class},
+			Status: v1alpha1.IPAddressStatus{Phase: phase}}
+		if claim != "" {
+			a.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "t", Name: claim}
+		}
+		return a
+	}
+	claim := func(name string, phase v1alpha1.ClaimPhase, mods ...func(*v1alpha1.IPAddressClaim)) *v1alpha1.IPAddressClaim {
+		c := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: name},
+			Spec:   v1alpha1.IPAddressClaimSpec{ClassName: "public", Family: v1alpha1.IPv4},
+			Status: v1alpha1.IPAddressClaimStatus{Phase: phase}}
+		for _, m := range mods {
+			m(c)
+		}
+		return c
+	}
+	api := fakeapi.New(t, []client.Object{
+		address("a", "public", v1alpha1.AddressBound, "web"),
+		address("b", "public", v1alpha1.AddressAvailable, ""),
+		address("c", "private", v1alpha1.AddressAvailable, ""),
+		claim("web", v1alpha1.ClaimBound),
+		claim("waits", v1alpha1.ClaimPending),
+		claim("named", v1alpha1.ClaimPending, func(c *v1alpha1.IPAddressClaim) { c.Spec.AddressName = "b" }),
+		claim("unresolved", v1alpha1.ClaimPending, func(c *v1alpha1.IPAddressClaim) {
+			c.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionClassResolved, Status: metav1.ConditionFalse, Reason: "ClassNotFound"}}
+		}),
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "plain"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "named", Annotations: map[string]string{v1alpha1.AnnotationIPAddressClaim: "web"}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}},
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: "cluster"}},
+	})
+	for _, tc := range []struct {
+		name string
+		got  []reconcile.Request
+		want []string
+	}{
+		{"AddressesOfClaim", index.AddressesOfClaim(ctx, api, "t", "web"), []string{"a"}},
+		{"AddressPool", index.Requests(ctx, api, &v1alpha1.IPAddressList{}, client.MatchingFields{index.AddressPool: index.PoolKey("public", v1alpha1.IPv4, v1alpha1.AddressAvailable)}), []string{"b"}},
+		{"AddressClass", index.Requests(ctx, api, &v1alpha1.IPAddressList{}, client.MatchingFields{index.AddressClass: "public"}), []string{"a", "b"}},
+		{"AddressNamespace", index.Requests(ctx, api, &v1alpha1.IPAddressList{}, client.MatchingFields{index.AddressNamespace: "t"}), []string{"a"}},
+		{"WaitingOnClass: a Pending claim is in line, unless it names its address",
+			index.WaitingOnClass(ctx, api, "public"), []string{"t/unresolved", "t/waits"}},
+		{"ClaimAddressName", index.Requests(ctx, api, &v1alpha1.IPAddressClaimList{}, client.MatchingFields{index.ClaimAddressName: "b"}), []string{"t/named"}},
+		{"ClaimUnresolved", index.Requests(ctx, api, &v1alpha1.IPAddressClaimList{}, client.MatchingFields{index.ClaimUnresolved: index.Unresolved}), []string{"t/unresolved"}},
+		{"ServiceUnclaimed", index.Requests(ctx, api, &corev1.ServiceList{}, client.MatchingFields{index.ServiceUnclaimed: index.Unclaimed}), []string{"t/plain"}},
+	} {
+		if got := names(tc.got); !slices.Equal(got, tc.want) {
+			t.Errorf("%s = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
