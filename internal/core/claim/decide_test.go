@@ -494,22 +494,29 @@ func TestOrdinal(t *testing.T) {
 // the claim's first status is then Bound — one write instead of two.
 func TestDecideDefersTheFirstWaitForProvisioning(t *testing.T) {
 	public := newClass("public", asDefault)
+	ready := newClass("public", asDefault, func(c *v1alpha1.IPAddressClass) {
+		c.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready"}}
+	})
 	for _, tc := range []struct {
 		name    string
+		class   v1alpha1.IPAddressClass
 		age     time.Duration
 		written bool
+		grace   time.Duration
 	}{
-		{"4-8 a claim one second old: no status yet, a pass after the grace", time.Second, false},
-		{"4-8 a claim past the grace: Pending, WaitingForProvisioning", provisionGrace + time.Second, true},
+		{"4-8 a claim one second old: no status yet, a pass after the grace", public, time.Second, false, provisionGrace},
+		{"4-8 a claim past the grace: Pending, WaitingForProvisioning", public, provisionGrace + time.Second, true, provisionGrace},
+		{"4-8 a class its driver reported Ready: a longer grace, the driver is working through a burst", ready, provisionGrace + time.Second, false, readyGrace},
+		{"4-8 ...and past it: Pending, WaitingForProvisioning", ready, readyGrace, true, readyGrace},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			claim := newClaim("web", func(c *v1alpha1.IPAddressClaim) { c.CreationTimestamp = metav1.NewTime(now.Add(-tc.age)) })
-			p := decide(newSnapshot(claim, nil, []v1alpha1.IPAddressClass{public}, now))
+			p := decide(newSnapshot(claim, nil, []v1alpha1.IPAddressClass{tc.class}, now))
 			if written := p.status != nil; written != tc.written {
 				t.Fatalf("status written = %v, want %v", written, tc.written)
 			}
-			if !tc.written && p.recheck != provisionGrace-tc.age {
-				t.Errorf("recheck = %v, want %v", p.recheck, provisionGrace-tc.age)
+			if want := min(tc.grace-tc.age, graceRecheck); !tc.written && p.recheck != want {
+				t.Errorf("recheck = %v, want %v", p.recheck, want)
 			}
 			if tc.written && summarize(claim, p).bound != v1alpha1.ReasonWaitingForProvisioning {
 				t.Errorf("bound reason = %q", summarize(claim, p).bound)
