@@ -669,6 +669,9 @@ func TestDriver_7_5_RepointedServiceStealsNothing(t *testing.T) {
 	s := e.service("s", naming("b"))
 	e.heldBy(e.ns, "t", ipA)
 	e.heldBy(e.ns, "s", ipB)
+	// The handoff to t is over only once a's placeholder let go too: t
+	// alone holds a's address from here on.
+	e.heldBy(driverNamespace, nameOf(ipA))
 	wa := e.watchHolders(ipA, e.ns+"/t")
 	wb := e.watchHolders(ipB, e.ns+"/s", driverNamespace+"/"+nameOf(ipB))
 
