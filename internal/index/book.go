@@ -75,6 +75,10 @@ func ObjectName(o client.Object) string {
 	return o.GetName()
 }
 
+// File files o as its informer's handler would: how a test sets a book
+// up, or puts it behind the cache.
+func (b *Book) File(o client.Object) { b.file(o) }
+
 func (b *Book) file(o any) {
 	if obj, ok := o.(client.Object); ok {
 		f := filing{keys: b.keys(obj)}

@@ -2,7 +2,10 @@ package claim
 
 import (
 	"context"
+	"slices"
 	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,7 +25,11 @@ func (r *Reconciler) queue(ctx context.Context, claim *v1alpha1.IPAddressClaim, 
 	line := map[v1alpha1.IPFamily]place{}
 	for _, f := range binding.UnreportedFamilies(claim) {
 		if r.waitingBook != nil && r.freeBook != nil {
-			line[f] = r.placeInBook(claim, class.Name, f)
+			pl, err := r.placeInBook(ctx, claim, class.Name, f)
+			if err != nil {
+				return nil, err
+			}
+			line[f] = pl
 			continue
 		}
 		var waiting v1alpha1.IPAddressClaimList
@@ -51,14 +58,55 @@ func (r *Reconciler) queue(ctx context.Context, claim *v1alpha1.IPAddressClaim, 
 
 // placeInBook is the claim's place in line from the books: the claims
 // filed before it, walked uncopied, and the pool's free count — no list
-// of a line that a burst of claims makes long.
-func (r *Reconciler) placeInBook(claim *v1alpha1.IPAddressClaim, class string, f v1alpha1.IPFamily) place {
+// of a line that a burst of claims makes long. Each book is fed by a
+// handler of its own and may lag the cache by an event: when the books
+// say the claim waits, the cache has the last word — nothing else would
+// wake a claim told it is second behind a claim already bound.
+func (r *Reconciler) placeInBook(ctx context.Context, claim *v1alpha1.IPAddressClaim, class string, f v1alpha1.IPFamily) (place, error) {
 	pl := place{available: -1}
-	pl.ahead = r.waitingBook.Before(index.WaitingKey(class, f), index.LineEntry(claim))
-	if pl.ahead > 0 {
-		pl.available = min(r.freeBook.Len(index.PoolKey(class, f, v1alpha1.AddressAvailable)), pl.ahead+1)
+	key, mine := index.WaitingKey(class, f), index.LineEntry(claim)
+	if pl.ahead = r.waitingBook.Before(key, mine); pl.ahead == 0 {
+		return pl, nil
 	}
-	return pl
+	free := index.PoolKey(class, f, v1alpha1.AddressAvailable)
+	pl.available = min(r.freeBook.Len(free), pl.ahead+1)
+	if pl.available == 0 {
+		var addrs v1alpha1.IPAddressList
+		if err := r.Client.List(ctx, &addrs, client.UnsafeDisableDeepCopy, client.Limit(int64(pl.ahead+1)),
+			client.MatchingFields{index.AddressPool: free}); err != nil {
+			return pl, err
+		}
+		pl.available = min(len(addrs.Items), pl.ahead+1)
+	}
+	if pl.served() || pl.available == 0 {
+		return pl, nil
+	}
+	ahead, err := r.stillWaiting(ctx, key, mine, pl.available)
+	pl.ahead = ahead
+	return pl, err
+}
+
+// stillWaiting counts the claims the line files under key before entry
+// that the cache shows still waiting there, up to limit: past the
+// addresses left, the claim waits whatever the exact count.
+func (r *Reconciler) stillWaiting(ctx context.Context, key, entry string, limit int) (int, error) {
+	n := 0
+	var err error
+	r.waitingBook.Walk(key, func(e string) bool {
+		if e >= entry || n >= limit {
+			return false
+		}
+		ns, name, _ := strings.Cut(index.LineClaim(e), "/")
+		var c v1alpha1.IPAddressClaim
+		switch err = r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &c); {
+		case apierrors.IsNotFound(err):
+			err = nil
+		case err == nil && slices.Contains(index.WaitingKeys(&c), key) && !index.HeldByQuota(&c):
+			n++
+		}
+		return err == nil
+	})
+	return n, err
 }
 
 // older reports whether claim a came before b: created earlier, or at the
