@@ -106,6 +106,22 @@ func runCore(t *testing.T, cfg *rest.Config, wh *controlplane.Webhooks) func() {
 	return stop
 }
 
+// onFresh reads obj afresh and hands it to write until the write is not
+// refused for a conflict, and returns the last error: the core writes the
+// same objects meanwhile (a class's counts, an address's status), and the
+// API server checks the resource version before any webhook is asked.
+func onFresh[T client.Object](ctx context.Context, g Gomega, c client.Client, obj T, write func(T) error) error {
+	var err error
+	g.EventuallyWithOffset(1, func() bool {
+		fresh := obj.DeepCopyObject().(T)
+		if err = c.Get(ctx, client.ObjectKeyFromObject(obj), fresh); err == nil {
+			err = write(fresh)
+		}
+		return !apierrors.IsConflict(err)
+	}).Should(BeTrue())
+	return err
+}
+
 // refused asserts err is a refusal naming field.
 func refused(g Gomega, err error, field string) {
 	g.ExpectWithOffset(1, err).To(HaveOccurred(), "the write should be refused, naming %s", field)
@@ -242,10 +258,10 @@ func TestWebhooks(t *testing.T) {
 	t.Run("only a driver writes Conflict, and only the core writes Bound", func(t *testing.T) {
 		g := NewWithT(t)
 		set := func(who client.Client, phase v1alpha1.AddressPhase) error {
-			var a v1alpha1.IPAddress
-			g.Expect(w.admin.Get(ctx, client.ObjectKeyFromObject(addr), &a)).To(Succeed())
-			a.Status.Phase = phase
-			return who.Status().Update(ctx, &a)
+			return onFresh(ctx, g, w.admin, addr, func(a *v1alpha1.IPAddress) error {
+				a.Status.Phase = phase
+				return who.Status().Update(ctx, a)
+			})
 		}
 		refused(g, set(w.admin, v1alpha1.AddressConflict), "status.phase")
 		refused(g, set(w.tenant, v1alpha1.AddressConflict), "status.phase")
@@ -262,68 +278,46 @@ func TestWebhooks(t *testing.T) {
 			Spec: v1alpha1.IPAddressSpec{Address: "203.0.113.20", ClassName: "elsewhere", Source: v1alpha1.AddressSource{FromClass: &v1alpha1.FromClassSource{}}}}
 		refused(g, w.driver.Create(ctx, theirs.DeepCopy()), "spec.className")
 		g.Expect(w.admin.Create(ctx, theirs)).To(Succeed())
-		// The core writes the address meanwhile: a write that conflicts is
-		// made again on the fresh object.
-		write := func(edit func(*v1alpha1.IPAddress) error) func() error {
-			return func() error {
-				var a v1alpha1.IPAddress
-				if err := w.admin.Get(ctx, client.ObjectKeyFromObject(theirs), &a); err != nil {
-					return err
-				}
-				return edit(&a)
-			}
-		}
-		notConflict := func(err error) bool { return !apierrors.IsConflict(err) }
-		var err error
-		g.Eventually(write(func(a *v1alpha1.IPAddress) error {
+		// The core writes the address meanwhile (onFresh).
+		refused(g, onFresh(ctx, g, w.admin, theirs, func(a *v1alpha1.IPAddress) error {
 			a.Status.Phase = v1alpha1.AddressConflict
-			err = w.driver.Status().Update(ctx, a)
-			return err
-		})).Should(Satisfy(notConflict))
-		refused(g, err, "spec.className")
-		g.Eventually(write(func(a *v1alpha1.IPAddress) error {
+			return w.driver.Status().Update(ctx, a)
+		}), "spec.className")
+		refused(g, onFresh(ctx, g, w.admin, theirs, func(a *v1alpha1.IPAddress) error {
 			a.Finalizers = append(a.Finalizers, "other.example.com/teardown")
-			err = w.driver.Update(ctx, a)
-			return err
-		})).Should(Satisfy(notConflict))
-		refused(g, err, "spec.className")
+			return w.driver.Update(ctx, a)
+		}), "spec.className")
 
-		var class v1alpha1.IPAddressClass
-		g.Expect(w.admin.Get(ctx, client.ObjectKey{Name: "elsewhere"}, &class)).To(Succeed())
-		class.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "PoolAccepted", LastTransitionTime: metav1.Now()}}
-		refused(g, w.driver.Status().Update(ctx, &class), "status")
-		g.Expect(w.admin.Get(ctx, client.ObjectKey{Name: "public"}, &class)).To(Succeed())
-		class.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "PoolAccepted", LastTransitionTime: metav1.Now()}}
-		g.Expect(w.driver.Status().Update(ctx, &class)).To(Succeed(), "its own class's status is the driver's")
+		// The core writes a class's counts meanwhile: a status write that
+		// conflicts is made again on the fresh class.
+		ready := func(name string) error {
+			return onFresh(ctx, g, w.admin, &v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: name}},
+				func(class *v1alpha1.IPAddressClass) error {
+					class.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "PoolAccepted", LastTransitionTime: metav1.Now()}}
+					return w.driver.Status().Update(ctx, class)
+				})
+		}
+		refused(g, ready("elsewhere"), "status")
+		g.Expect(ready("public")).To(Succeed(), "its own class's status is the driver's")
 	})
 
 	t.Run("a driver never adds or removes the core's finalizers", func(t *testing.T) {
 		g := NewWithT(t)
-		// The core may write the address meanwhile: an edit that conflicts
-		// is made again on the fresh object.
-		edit := func(change func(*v1alpha1.IPAddress)) func() error {
-			return func() error {
-				var a v1alpha1.IPAddress
-				if err := w.admin.Get(ctx, client.ObjectKeyFromObject(addr), &a); err != nil {
-					return err
-				}
-				change(&a)
-				return w.driver.Update(ctx, &a)
-			}
+		// The core may write the address meanwhile (onFresh).
+		edit := func(change func(*v1alpha1.IPAddress)) error {
+			return onFresh(ctx, g, w.admin, addr, func(a *v1alpha1.IPAddress) error {
+				change(a)
+				return w.driver.Update(ctx, a)
+			})
 		}
-		var err error
-		g.Eventually(func() error {
-			err = edit(func(a *v1alpha1.IPAddress) {
-				a.Finalizers = slices.DeleteFunc(a.Finalizers, func(f string) bool { return f == v1alpha1.FinalizerAddressProtection })
-			})()
-			return err
-		}).Should(Satisfy(func(err error) bool { return !apierrors.IsConflict(err) }))
-		refused(g, err, "metadata.finalizers")
+		refused(g, edit(func(a *v1alpha1.IPAddress) {
+			a.Finalizers = slices.DeleteFunc(a.Finalizers, func(f string) bool { return f == v1alpha1.FinalizerAddressProtection })
+		}), "metadata.finalizers")
 		own := driverProvisioner + "/teardown"
-		g.Eventually(edit(func(a *v1alpha1.IPAddress) { a.Finalizers = append(a.Finalizers, own) })).Should(Succeed(), "its own it adds")
-		g.Eventually(edit(func(a *v1alpha1.IPAddress) {
+		g.Expect(edit(func(a *v1alpha1.IPAddress) { a.Finalizers = append(a.Finalizers, own) })).To(Succeed(), "its own it adds")
+		g.Expect(edit(func(a *v1alpha1.IPAddress) {
 			a.Finalizers = slices.DeleteFunc(a.Finalizers, func(f string) bool { return f == own })
-		})).Should(Succeed(), "and removes")
+		})).To(Succeed(), "and removes")
 	})
 
 	t.Run("a binding is never re-pointed; an admin clears it only once Released", func(t *testing.T) {
