@@ -5,8 +5,9 @@
 // A /16 is 65,536 addresses and as many claims in each binary's memory.
 // Decoding gives every object its own copy of strings that a handful of
 // values cover (its kind and group, its class, namespace, finalizers,
-// phase, condition types and reasons); Transform makes them share one copy,
-// and drops managedFields, which nothing reads. It changes no value, so a
+// phase, condition types and reasons, the message of ClassResolved);
+// Transform makes them share one copy, makes equal small label and
+// annotation maps one map, and drops managedFields, which nothing reads. It changes no value, so a
 // write built from a cached object sends exactly what it would have sent.
 //
 // Each walks the cache's own objects without copying them, for readers

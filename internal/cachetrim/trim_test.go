@@ -1,6 +1,8 @@
 package cachetrim
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -25,8 +27,9 @@ func claim() *v1alpha1.IPAddressClaim {
 		},
 		Spec: v1alpha1.IPAddressClaimSpec{ClassName: fresh("public"), Family: v1alpha1.IPFamily(fresh("IPv4"))},
 		Status: v1alpha1.IPAddressClaimStatus{Phase: v1alpha1.ClaimPhase(fresh("Bound")), ClassName: fresh("public"),
-			Addresses:  []v1alpha1.ClaimedAddress{{Name: "ip-192-0-2-1", Address: "192.0.2.1"}},
-			Conditions: []metav1.Condition{{Type: fresh("Bound"), Status: metav1.ConditionStatus(fresh("True")), Reason: fresh("Bound"), Message: "bound to ip-192-0-2-1"}}},
+			Addresses: []v1alpha1.ClaimedAddress{{Name: "ip-192-0-2-1", Address: "192.0.2.1"}},
+			Conditions: []metav1.Condition{{Type: fresh("Bound"), Status: metav1.ConditionStatus(fresh("True")), Reason: fresh("Bound"), Message: fresh("bound to ip-192-0-2-1")},
+				{Type: fresh(v1alpha1.ConditionClassResolved), Status: metav1.ConditionStatus(fresh("True")), Reason: fresh("Resolved"), Message: fresh(`resolved to class "public"`)}}},
 	}
 }
 
@@ -41,6 +44,10 @@ func address() *v1alpha1.IPAddress {
 			AssociatedTo: &v1alpha1.WorkloadReference{Kind: fresh("Service"), Namespace: fresh("tenant"), Name: "web"},
 			Conditions:   []metav1.Condition{{Type: fresh("Conflict"), Status: metav1.ConditionStatus(fresh("False")), Reason: fresh("NoConflict")}}},
 	}
+}
+
+func sameMap(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 func same[S ~string](a, b S) bool {
@@ -86,13 +93,25 @@ func TestTransform(t *testing.T) {
 		"phase":            same(a.Status.Phase, b.Status.Phase),
 		"status.className": same(a.Status.ClassName, b.Status.ClassName),
 		"condition reason": same(a.Status.Conditions[0].Reason, b.Status.Conditions[0].Reason),
+		"class message":    same(a.Status.Conditions[1].Message, b.Status.Conditions[1].Message),
 	} {
 		if !ok {
 			t.Errorf("claims: %s not shared", name)
 		}
 	}
-	if same(a.Annotations["note"], b.Annotations["note"]) {
-		t.Error("a free-form annotation value was shared: such values are mostly unique")
+	if same(a.Status.Conditions[0].Message, b.Status.Conditions[0].Message) {
+		t.Error("a Bound message was shared: it names its address")
+	}
+	if !sameMap(a.Annotations, b.Annotations) || !sameMap(a.Labels, b.Labels) {
+		t.Error("two equal small maps are not one map")
+	}
+	c := claim()
+	c.Annotations["other"] = "x"
+	if _, err := Transform(c); err != nil {
+		t.Fatal(err)
+	}
+	if sameMap(a.Annotations, c.Annotations) || same(a.Annotations["note"], c.Annotations["note"]) {
+		t.Error("a free-form annotation value was shared between different maps: such values are mostly unique")
 	}
 
 	x, y := address(), address()
@@ -118,5 +137,23 @@ func TestTransform(t *testing.T) {
 		if !ok {
 			t.Errorf("addresses: %s not shared", name)
 		}
+	}
+}
+
+// A map too long to be worth sharing stays the object's own, and the table
+// of shared maps stays bounded however many different maps pass.
+func TestShareMapBounds(t *testing.T) {
+	long := map[string]string{"k": strings.Repeat("v", maxSharedMapBytes)}
+	if sameMap(shareMap(long, func(string) bool { return false }), shareMap(long, func(string) bool { return false })) {
+		t.Error("a long map was shared")
+	}
+	for i := range 2 * maxSharedMaps {
+		shareMap(map[string]string{"n": strings.Repeat("x", i%200) + string(rune('a'+i%26))}, func(string) bool { return false })
+	}
+	if n := len(sharedMaps.maps); n > maxSharedMaps {
+		t.Errorf("the table holds %d maps, more than %d", n, maxSharedMaps)
+	}
+	if m := shareMap(nil, func(string) bool { return true }); m != nil {
+		t.Errorf("nil became %v", m)
 	}
 }

@@ -20,7 +20,9 @@ import (
 
 // Index names.
 const (
-	// AddressClaim: IPAddress by spec.claimRef, key ClaimKey(namespace, name).
+	// AddressClaim: IPAddress by the bucket of the claim its claimRef
+	// names, ClaimBucket(namespace, name); AddressesNaming lists a claim's
+	// addresses through it.
 	AddressClaim = "spec.claimRef"
 	// AddressPool: IPAddress by PoolKey(class, family, phase).
 	AddressPool = "pool"
@@ -93,11 +95,22 @@ func Setup(ctx context.Context, i client.FieldIndexer, names ...string) error {
 	return nil
 }
 
-func addressClaim(o client.Object) []string {
+var addressClaim = Bucketed(claimRefKey)
+
+func claimRefKey(o client.Object) []string {
 	if ref := o.(*v1alpha1.IPAddress).Spec.ClaimRef; ref != nil {
 		return []string{ClaimKey(ref.Namespace, ref.Name)}
 	}
 	return nil
+}
+
+// ClaimBucket is the AddressClaim key of the claim namespace/name.
+func ClaimBucket(namespace, name string) string { return Bucket(ClaimKey(namespace, name)) }
+
+// AddressesNaming lists into list the addresses whose claimRef names the
+// claim namespace/name, from its AddressClaim bucket (ListBucketed).
+func AddressesNaming(ctx context.Context, c client.Reader, list *v1alpha1.IPAddressList, namespace, name string, opts ...client.ListOption) error {
+	return ListBucketed(ctx, c, list, AddressClaim, claimRefKey, ClaimKey(namespace, name), opts...)
 }
 
 func addressNamespace(o client.Object) []string {
@@ -176,7 +189,15 @@ func Requests(ctx context.Context, c client.Reader, list client.ObjectList, opts
 // AddressesOfClaim are requests for the addresses whose claimRef names the
 // claim namespace/name.
 func AddressesOfClaim(ctx context.Context, c client.Reader, namespace, name string) []reconcile.Request {
-	return Requests(ctx, c, &v1alpha1.IPAddressList{}, client.MatchingFields{AddressClaim: ClaimKey(namespace, name)})
+	var list v1alpha1.IPAddressList
+	if err := AddressesNaming(ctx, c, &list, namespace, name, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return reqs
 }
 
 // WaitingOnClass are requests for the claims of class still waiting for an

@@ -2,6 +2,7 @@ package index_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -82,5 +83,37 @@ func TestIndexes(t *testing.T) {
 		if got := names(tc.got); !slices.Equal(got, tc.want) {
 			t.Errorf("%s = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// Claims whose names share an AddressClaim bucket each get their own
+// addresses only; the addresses listed are copies unless asked otherwise.
+func TestAddressesNamingSharedBucket(t *testing.T) {
+	ctx := context.Background()
+	other := ""
+	for i := 0; other == ""; i++ {
+		if n := fmt.Sprintf("claim-%d", i); n != "web" && index.ClaimBucket("t", n) == index.ClaimBucket("t", "web") {
+			other = n
+		}
+	}
+	address := func(name, claimNamespace, claim string) *v1alpha1.IPAddress {
+		return &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: v1alpha1.IPAddressSpec{Address: "192.0.2.1", ClassName: "public",
+				ClaimRef: &v1alpha1.ClaimReference{Namespace: claimNamespace, Name: claim}}}
+	}
+	api := fakeapi.New(t, []client.Object{address("a", "t", "web"), address("b", "t", other), address("c", "u", "web")})
+	var list v1alpha1.IPAddressList
+	if err := index.AddressesNaming(ctx, api, &list, "t", "web"); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Name != "a" {
+		t.Fatalf("AddressesNaming(t/web) = %v, want [a]", list.Items)
+	}
+	list.Items[0].Spec.ClaimRef.Name = "changed"
+	if reqs := names(index.AddressesOfClaim(ctx, api, "t", "web")); !slices.Equal(reqs, []string{"a"}) {
+		t.Errorf("after changing the listed copy: AddressesOfClaim(t/web) = %v, want [a]", reqs)
+	}
+	if reqs := names(index.AddressesOfClaim(ctx, api, "t", other)); !slices.Equal(reqs, []string{"b"}) {
+		t.Errorf("AddressesOfClaim(t/%s) = %v, want [b]", other, reqs)
 	}
 }

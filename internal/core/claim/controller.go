@@ -298,7 +298,7 @@ func (r *Reconciler) gather(ctx context.Context, claim *v1alpha1.IPAddressClaim)
 	}
 	s := newSnapshot(claim, nil, classes.Items, r.Now())
 	var named v1alpha1.IPAddressList
-	if err := r.Client.List(ctx, &named, client.MatchingFields{index.AddressClaim: index.ClaimKey(claim.Namespace, claim.Name)}); err != nil {
+	if err := index.AddressesNaming(ctx, r.Client, &named, claim.Namespace, claim.Name); err != nil {
 		return s, nil, err
 	}
 	s.addresses = r.assumed.overlay(named.Items, func(a *v1alpha1.IPAddress) bool { return binding.Names(a, claim) })

@@ -2,6 +2,7 @@ package metallb
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,26 +35,42 @@ func SetupIndexes(ctx context.Context, i client.FieldIndexer) error {
 	if err := index.Setup(ctx, i, index.AddressClaim, index.AddressPool, index.AddressClass, index.ClaimWaiting); err != nil {
 		return err
 	}
-	for key, fn := range map[string]client.IndexerFunc{
-		ServiceIngressIP: func(o client.Object) []string { return ipStrings(IngressIPs(o.(*corev1.Service))) },
-		ServicePinnedIP:  func(o client.Object) []string { return ipStrings(ParseIPs(o.GetAnnotations()[AnnotationPinned])) },
-		ServicePinnedAddress: func(o client.Object) []string {
-			var names []string
-			for _, ip := range ParseIPs(o.GetAnnotations()[AnnotationPinned]) {
-				if name, err := v1alpha1.IPAddressName(ip.String()); err == nil {
-					names = append(names, name)
-				}
-			}
-			return names
-		},
-		ServiceRequestedIP: func(o client.Object) []string { return ipStrings(RequestedIPs(o.(*corev1.Service))) },
-		ServiceClaim:       serviceClaim,
-	} {
-		if err := i.IndexField(ctx, &corev1.Service{}, key, fn); err != nil {
+	for key, values := range serviceIndexes {
+		if err := i.IndexField(ctx, &corev1.Service{}, key, index.Bucketed(values)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// serviceIndexes are the values each Service index files a Service under.
+// Nearly every value names one Service (an address, a claim): the indexes
+// file by bucket (index.Bucketed), and ServicesMatching picks the Services
+// out of it.
+var serviceIndexes = map[string]func(client.Object) []string{
+	ServiceIngressIP: func(o client.Object) []string { return ipStrings(IngressIPs(o.(*corev1.Service))) },
+	ServicePinnedIP:  func(o client.Object) []string { return ipStrings(ParseIPs(o.GetAnnotations()[AnnotationPinned])) },
+	ServicePinnedAddress: func(o client.Object) []string {
+		var names []string
+		for _, ip := range ParseIPs(o.GetAnnotations()[AnnotationPinned]) {
+			if name, err := v1alpha1.IPAddressName(ip.String()); err == nil {
+				names = append(names, name)
+			}
+		}
+		return names
+	},
+	ServiceRequestedIP: func(o client.Object) []string { return ipStrings(RequestedIPs(o.(*corev1.Service))) },
+	ServiceClaim:       serviceClaim,
+}
+
+// ServicesMatching lists into list the Services the index field files
+// under value.
+func ServicesMatching(ctx context.Context, c client.Reader, list *corev1.ServiceList, field, value string) error {
+	values, ok := serviceIndexes[field]
+	if !ok {
+		return fmt.Errorf("no Service index %q", field)
+	}
+	return index.ListBucketed(ctx, c, list, field, values, value)
 }
 
 func serviceClaim(o client.Object) []string {

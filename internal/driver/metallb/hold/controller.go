@@ -404,7 +404,7 @@ func (r *Reconciler) squatted(ctx context.Context, name string) bool {
 // teardown, and its Services must not keep the handoff finalizer (which
 // would block their deletion) or a pin for nobody.
 func (r *Reconciler) releaseOrphans(ctx context.Context, name string) error {
-	svcs, err := r.services(ctx, client.MatchingFields{metallb.ServicePinnedAddress: name})
+	svcs, err := r.services(ctx, metallb.ServicePinnedAddress, name)
 	if err != nil || len(svcs) == 0 {
 		return err
 	}
@@ -448,10 +448,10 @@ func (r *Reconciler) gather(ctx context.Context, a *v1alpha1.IPAddress) (s snaps
 	if err := r.gatherClaim(ctx, &s); err != nil {
 		return s, false, err
 	}
-	if s.holders, err = r.services(ctx, client.MatchingFields{metallb.ServiceIngressIP: ip.String()}); err != nil {
+	if s.holders, err = r.services(ctx, metallb.ServiceIngressIP, ip.String()); err != nil {
 		return s, false, err
 	}
-	if s.requesters, err = r.services(ctx, client.MatchingFields{metallb.ServiceRequestedIP: ip.String()}); err != nil {
+	if s.requesters, err = r.services(ctx, metallb.ServiceRequestedIP, ip.String()); err != nil {
 		return s, false, err
 	}
 	if s.pinned, err = r.recorded(ctx, a, ip); err != nil {
@@ -479,7 +479,7 @@ func (r *Reconciler) recorded(ctx context.Context, a *v1alpha1.IPAddress, ip net
 		}
 		return &svc, nil
 	}, func() ([]*corev1.Service, error) {
-		return r.services(ctx, client.MatchingFields{metallb.ServicePinnedIP: ip.String()})
+		return r.services(ctx, metallb.ServicePinnedIP, ip.String())
 	})
 }
 
@@ -527,7 +527,7 @@ func (r *Reconciler) gatherClaim(ctx context.Context, s *snapshot) error {
 	}
 	s.claim = &claim
 	var addrs v1alpha1.IPAddressList
-	if err := r.Client.List(ctx, &addrs, client.MatchingFields{index.AddressClaim: index.ClaimKey(ref.Namespace, ref.Name)}); err != nil {
+	if err := index.AddressesNaming(ctx, r.Client, &addrs, ref.Namespace, ref.Name); err != nil {
 		return err
 	}
 	for i := range addrs.Items {
@@ -536,7 +536,7 @@ func (r *Reconciler) gatherClaim(ctx context.Context, s *snapshot) error {
 		}
 	}
 	var err error
-	s.candidates, err = r.services(ctx, client.MatchingFields{metallb.ServiceClaim: index.ClaimKey(ref.Namespace, ref.Name)})
+	s.candidates, err = r.services(ctx, metallb.ServiceClaim, index.ClaimKey(ref.Namespace, ref.Name))
 	return err
 }
 
@@ -566,9 +566,9 @@ func (r *Reconciler) gatherPlaceholders(ctx context.Context, s *snapshot, ips []
 	return nil
 }
 
-func (r *Reconciler) services(ctx context.Context, opts ...client.ListOption) ([]*corev1.Service, error) {
+func (r *Reconciler) services(ctx context.Context, field, value string) ([]*corev1.Service, error) {
 	var list corev1.ServiceList
-	if err := r.Client.List(ctx, &list, opts...); err != nil {
+	if err := metallb.ServicesMatching(ctx, r.Client, &list, field, value); err != nil {
 		return nil, err
 	}
 	out := make([]*corev1.Service, len(list.Items))

@@ -25,6 +25,7 @@ import (
 	"context"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -255,7 +256,7 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) (recheck time.Dura
 	s.has = map[v1alpha1.IPFamily]bool{}
 	s.available = map[v1alpha1.IPFamily]bool{}
 	var named v1alpha1.IPAddressList
-	if err := r.Client.List(ctx, &named, client.MatchingFields{index.AddressClaim: index.ClaimKey(s.claim.Namespace, s.claim.Name)}); err != nil {
+	if err := index.AddressesNaming(ctx, r.Client, &named, s.claim.Namespace, s.claim.Name); err != nil {
 		return 0, err
 	}
 	for i := range named.Items {
@@ -351,8 +352,9 @@ func (r *Reconciler) ahead(ctx context.Context, s *snapshot) (map[v1alpha1.IPFam
 // of family f: one it waits to be reported, not one a claim of its name
 // before it left behind.
 func (r *Reconciler) hasAddress(ctx context.Context, claimKey string, f v1alpha1.IPFamily) (bool, error) {
+	namespace, name, _ := strings.Cut(claimKey, "/")
 	var named v1alpha1.IPAddressList
-	if err := r.Client.List(ctx, &named, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressClaim: claimKey}); err != nil {
+	if err := index.AddressesNaming(ctx, r.Client, &named, namespace, name, client.UnsafeDisableDeepCopy); err != nil {
 		return false, err
 	}
 	return slices.ContainsFunc(named.Items, func(a v1alpha1.IPAddress) bool {
