@@ -13,7 +13,9 @@ func TestApplyLimit(t *testing.T) {
 		want int64
 		ok   bool
 	}{
-		{"268435456\n", 241591910, true}, // the charts' 256Mi
+		{"268435456\n", 218103808, true},  // the charts' 256Mi: 208Mi
+		{"1073741824\n", 966367642, true}, // 1Gi: 90%
+		{"67108864\n", 33554432, true},    // 64Mi: half
 		{"max\n", 0, false},
 		{"", 0, false},
 	} {

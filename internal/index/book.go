@@ -2,6 +2,7 @@ package index
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"unique"
 
@@ -27,6 +28,8 @@ type Book struct {
 	sets map[string]*btree.BTreeG[string]
 	// of is where each object is filed, to move or drop it.
 	of map[string]filing
+	// peak is the most objects of has held since it was last made anew.
+	peak int
 }
 
 type filing struct {
@@ -37,30 +40,46 @@ type filing struct {
 // NewBook files each object under keys(object), by its name (namespace/
 // name); an object with no keys is not filed.
 func NewBook(keys func(client.Object) []string) *Book {
-	return NewOrderedBook(keys, ObjectName)
+	// No entry function: the entry is the name itself, one string.
+	return NewOrderedBook(keys, nil)
 }
 
-// NewOrderedBook files each object under keys(object) as entry(object):
-// entries sort as strings, and First and Before follow that order.
+// NewOrderedBook files each object under keys(object) as entry(object),
+// or as its name when entry is nil: entries sort as strings, and First and
+// Before follow that order.
 func NewOrderedBook(keys func(client.Object) []string, entry func(client.Object) string) *Book {
 	return &Book{keys: keys, entry: entry, sets: map[string]*btree.BTreeG[string]{}, of: map[string]filing{}}
 }
 
 // Feed registers the book on the informer of obj's kind.
 func (b *Book) Feed(ctx context.Context, c cache.Cache, obj client.Object) error {
+	return feed(ctx, c, obj, b.File, func(name string) { b.put(name, filing{}) })
+}
+
+// feed registers on the informer of obj's kind: file for every object
+// added or changed, drop with the name of every object deleted.
+func feed(ctx context.Context, c cache.Cache, obj client.Object, file func(client.Object), drop func(name string)) error {
 	inf, err := c.GetInformer(ctx, obj)
 	if err != nil {
 		return err
 	}
 	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { b.file(o) },
-		UpdateFunc: func(_, o any) { b.file(o) },
+		AddFunc: func(o any) {
+			if obj, ok := o.(client.Object); ok {
+				file(obj)
+			}
+		},
+		UpdateFunc: func(_, o any) {
+			if obj, ok := o.(client.Object); ok {
+				file(obj)
+			}
+		},
 		DeleteFunc: func(o any) {
 			if t, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
 				o = t.Obj
 			}
 			if obj, ok := o.(client.Object); ok {
-				b.put(ObjectName(obj), filing{})
+				drop(ObjectName(obj))
 			}
 		},
 	})
@@ -77,21 +96,21 @@ func ObjectName(o client.Object) string {
 
 // File files o as its informer's handler would: how a test sets a book
 // up, or puts it behind the cache.
-func (b *Book) File(o client.Object) { b.file(o) }
-
-func (b *Book) file(o any) {
-	if obj, ok := o.(client.Object); ok {
-		f := filing{keys: b.keys(obj)}
-		for i, k := range f.keys {
-			// A book has few keys and many objects under each: one copy
-			// of each key, not one per object.
-			f.keys[i] = unique.Make(k).Value()
-		}
-		if len(f.keys) > 0 {
+func (b *Book) File(obj client.Object) {
+	f := filing{keys: b.keys(obj)}
+	for i, k := range f.keys {
+		// A book has few keys and many objects under each: one copy
+		// of each key, not one per object.
+		f.keys[i] = unique.Make(k).Value()
+	}
+	name := ObjectName(obj)
+	if len(f.keys) > 0 {
+		f.entry = name
+		if b.entry != nil {
 			f.entry = b.entry(obj)
 		}
-		b.put(ObjectName(obj), f)
 	}
+	b.put(name, f)
 }
 
 // put files the object name as f says, and nowhere else.
@@ -109,9 +128,11 @@ func (b *Book) put(name string, f filing) {
 	}
 	if len(f.keys) == 0 {
 		delete(b.of, name)
+		b.of = shrunk(b.of, &b.peak)
 		return
 	}
 	b.of[name] = f
+	b.peak = max(b.peak, len(b.of))
 	for _, k := range f.keys {
 		s := b.sets[k]
 		if s == nil {
@@ -173,3 +194,20 @@ func (b *Book) First(key string, n int) []string {
 	})
 	return out
 }
+
+// shrunk is m, or a copy of it when it holds a quarter of what it once
+// did: a Go map keeps the room of its largest size, and a line that a
+// burst of thousands of claims passed through would keep it for good.
+func shrunk[V any](m map[string]V, peak *int) map[string]V {
+	if *peak < shrinkPast || len(m)*4 > *peak {
+		return m
+	}
+	*peak = len(m)
+	// A new map sized to what is left; maps.Clone would copy the room too.
+	out := make(map[string]V, len(m))
+	maps.Copy(out, m)
+	return out
+}
+
+// shrinkPast is the size under which a map is not worth making anew.
+const shrinkPast = 4096

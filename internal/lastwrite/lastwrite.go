@@ -21,14 +21,20 @@ type Versions struct {
 	mu      sync.Mutex
 	written map[types.NamespacedName]version
 	// prune is the size at which Wrote next forgets expired entries:
-	// doubling, so pruning costs amortised constant time per write.
-	prune int
-	now   func() time.Time
+	// doubling, so pruning costs amortised constant time per write. It
+	// also forgets them once a TTL after it last did, so that the room a
+	// burst took goes back once the writes slow down.
+	prune  int
+	pruned int64
+	now    func() time.Time
 }
 
+// version is a write: the resource version it returned, as a number, and
+// when (Unix nanoseconds). A burst writes to tens of thousands of objects
+// within TTL, so an entry is kept small.
 type version struct {
-	rv string
-	at time.Time
+	rv uint64
+	at int64
 }
 
 // New returns an empty memory.
@@ -36,21 +42,31 @@ func New() *Versions {
 	return &Versions{written: map[types.NamespacedName]version{}, prune: prunePast, now: time.Now}
 }
 
-// Wrote records the version a write to key returned.
+// Wrote records the version a write to key returned. A version that is no
+// number is not remembered: no cached one could be told older than it.
 func (v *Versions) Wrote(key types.NamespacedName, rv string) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	now := v.now()
-	v.written[key] = version{rv: rv, at: now}
-	if len(v.written) < v.prune {
+	n, err := strconv.ParseUint(rv, 10, 64)
+	if err != nil {
 		return
 	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	now := v.now().UnixNano()
+	v.written[key] = version{rv: n, at: now}
+	if len(v.written) < v.prune && now-v.pruned < int64(TTL) {
+		return
+	}
+	v.pruned = now
+	// A map keeps the room it once needed: the entries still in TTL go
+	// to a new one, and the old one's memory goes back after a burst.
+	kept := make(map[types.NamespacedName]version, len(v.written)/2)
 	for k, w := range v.written {
-		if now.Sub(w.at) >= TTL {
-			delete(v.written, k)
+		if now-w.at < int64(TTL) {
+			kept[k] = w
 		}
 	}
-	v.prune = max(prunePast, 2*len(v.written))
+	v.written = kept
+	v.prune = max(prunePast, 2*len(kept))
 }
 
 // Stale reports whether the cached copy of key predates the last write; a
@@ -62,7 +78,8 @@ func (v *Versions) Stale(key types.NamespacedName, cachedRV string) bool {
 	if !ok {
 		return false
 	}
-	if Newer(w.rv, cachedRV) && v.now().Sub(w.at) < TTL {
+	cached, err := strconv.ParseUint(cachedRV, 10, 64)
+	if err == nil && w.rv > cached && v.now().UnixNano()-w.at < int64(TTL) {
 		return true
 	}
 	delete(v.written, key)

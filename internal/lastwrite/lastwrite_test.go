@@ -51,3 +51,19 @@ func TestWroteForgetsExpiredEntries(t *testing.T) {
 		t.Errorf("%d entries remembered; at most %d are younger than TTL", n, prunePast)
 	}
 }
+
+// After a burst the memory does not wait to grow again to forget it: the
+// first write a TTL later does.
+func TestWroteForgetsABurstOnceItExpired(t *testing.T) {
+	now := time.Unix(1000, 0)
+	v := New()
+	v.now = func() time.Time { return now }
+	for i := range 5 * prunePast {
+		v.Wrote(types.NamespacedName{Name: fmt.Sprint(i)}, "1")
+	}
+	now = now.Add(TTL)
+	v.Wrote(types.NamespacedName{Name: "after"}, "2")
+	if n := len(v.written); n != 1 {
+		t.Errorf("%d entries remembered a TTL after the burst, want 1", n)
+	}
+}

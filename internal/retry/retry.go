@@ -45,7 +45,7 @@ func RateLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
 }
 
 // Options are the options of a controller running workers passes at once,
-// with RateLimiter.
+// with RateLimiter and NewQueue.
 func Options(workers int) controller.Options {
-	return controller.Options{MaxConcurrentReconciles: workers, RateLimiter: RateLimiter()}
+	return controller.Options{MaxConcurrentReconciles: workers, RateLimiter: RateLimiter(), NewQueue: NewQueue}
 }

@@ -334,7 +334,7 @@ func (b *bench) startDriver(ctx context.Context, res *driverResults) (*child, er
 	defer ready.Close()
 	args := b.driverArgs(b.shipped, testmetallb.Namespace)
 	start := time.Now()
-	driver, err := b.procs.start("metallb-iad", filepath.Join(b.root, "bin", "metallb-iad"), args, chartMemory)
+	driver, err := b.procs.start("metallb-iad", filepath.Join(b.root, "bin", "metallb-iad"), args, b.limits.env("metallb-iad"))
 	if err != nil {
 		return nil, err
 	}

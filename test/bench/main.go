@@ -92,10 +92,6 @@ const (
 	targetGrowth = 1.2
 	// targetRSS is the resident set each controller should stay within.
 	targetRSS = 256 << 20
-	// chartLimit is the memory limit the charts set on each controller
-	// (charts/*/values.yaml): the controllers run with the Go memory limit
-	// it implies.
-	chartLimit = 512 << 20
 )
 
 // What the benchmark creates.
@@ -129,6 +125,9 @@ type options struct {
 	driver      bool
 	managerArgs []string
 	driverArgs  []string
+	// memoryLimit, when set, replaces the memory limit the charts give
+	// the controllers (see memoryLimits).
+	memoryLimit string
 }
 
 func main() {
@@ -154,6 +153,7 @@ func main() {
 	fs.BoolVar(&opts.driver, "driver", true, "measure the driver path (MetalLB and metallb-iad) after the core")
 	fs.StringVar(&managerArgs, "manager-args", "", "extra flags for bin/manager, space-separated")
 	fs.StringVar(&driverArgs, "driver-args", "", "extra flags for bin/metallb-iad, space-separated")
+	fs.StringVar(&opts.memoryLimit, "memory-limit", "", "run both controllers as in a pod with this memory limit (a quantity: 256Mi) instead of the one their chart sets")
 	_ = fs.Parse(os.Args[1:]) // ExitOnError: never returns an error
 	opts.keepLogs = opts.keepLogs || opts.pprof
 	opts.managerArgs = strings.Fields(managerArgs)
@@ -261,7 +261,10 @@ func run(opts options) (err error) {
 		return err
 	}
 	defer func() { err = errors.Join(err, b.shipped.webhooks.Cleanup()) }()
-	if b.manager, err = procs.start("manager", filepath.Join(root, "bin", "manager"), b.managerArgs(b.shipped), chartMemory); err != nil {
+	if b.limits, err = memoryLimits(root, b.opts.memoryLimit); err != nil {
+		return err
+	}
+	if b.manager, err = procs.start("manager", filepath.Join(root, "bin", "manager"), b.managerArgs(b.shipped), b.limits.env("manager")); err != nil {
 		return err
 	}
 	if err := b.startWebhooks(ctx, b.shipped); err != nil {
@@ -273,7 +276,7 @@ func run(opts options) (err error) {
 		if err != nil {
 			return err
 		}
-		res.print(os.Stdout, opts)
+		res.print(os.Stdout, opts, b.limits)
 		return nil
 	}
 	sum := &summary{opts: opts, controlPlaneStart: cpReady}
@@ -366,6 +369,8 @@ type bench struct {
 	// driver is metallb-iad once the driver path started it.
 	driver  *child
 	shipped *shipped
+	// limits are the controllers' memory limits, as their charts set them.
+	limits memoryLimit
 
 	// What the driver path starts its processes with.
 	root, binDir, tmp, kubeconfig string

@@ -149,10 +149,10 @@ func (b *bench) attach(ctx context.Context, n int) (time.Duration, error) {
 	return took, nil
 }
 
-func (r *scaleResults) print(w io.Writer, opts options) {
+func (r *scaleResults) print(w io.Writer, opts options, limits memoryLimit) {
 	sz := r.sizes
 	fmt.Fprintf(w, "\nbench-scale: %d CPUs (%s/%s%s), %s; shipped defaults; the controllers' Go memory limit as in a pod limited to %s\n\n",
-		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, cpuModel(), runtime.Version(), mib(chartLimit))
+		runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, cpuModel(), runtime.Version(), limits)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	row := func(name, value, goal string) { fmt.Fprintf(tw, "  %s\t%s\t%s\n", name, value, goal) }
 	row("figure", "measured", "target")

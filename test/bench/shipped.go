@@ -14,9 +14,12 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/daemon"
 	"github.com/cozystack/address-controller/policies"
 	"github.com/cozystack/address-controller/test/controlplane"
 )
@@ -88,11 +91,57 @@ func (b *bench) prepareShipped(ctx context.Context) (*shipped, error) {
 	return sh, nil
 }
 
-// chartMemory is the environment a controller has in a pod with the
-// charts' memory limit: the binaries set their Go memory limit to
-// 90% of the container's (internal/daemon); here, where no cgroup limits
-// them, GOMEMLIMIT says the same.
-var chartMemory = []string{fmt.Sprintf("GOMEMLIMIT=%d", chartLimit*9/10)}
+// memoryLimit is the container memory limit of each controller, by the
+// name the bench starts it under.
+type memoryLimit map[string]int64
+
+// charts are the charts of the controllers, by process name.
+var charts = map[string]string{"manager": "address-controller", "metallb-iad": "metallb-iad"}
+
+// memoryLimits reads resources.limits.memory from each controller's
+// chart, or takes override for both when it is set.
+func memoryLimits(root, override string) (memoryLimit, error) {
+	out := memoryLimit{}
+	for proc, chart := range charts {
+		q := override
+		if q == "" {
+			raw, err := os.ReadFile(filepath.Join(root, "charts", chart, "values.yaml"))
+			if err != nil {
+				return nil, err
+			}
+			var values struct {
+				Resources struct {
+					Limits map[string]string `json:"limits"`
+				} `json:"resources"`
+			}
+			if err := yaml.Unmarshal(raw, &values); err != nil {
+				return nil, fmt.Errorf("chart %s: %w", chart, err)
+			}
+			q = values.Resources.Limits["memory"]
+		}
+		limit, err := resource.ParseQuantity(q)
+		if err != nil {
+			return nil, fmt.Errorf("memory limit of %s: %q: %w", proc, q, err)
+		}
+		out[proc] = limit.Value()
+	}
+	return out, nil
+}
+
+// env is the environment proc has in a pod with its memory limit: the
+// binaries derive their Go memory limit from the container's
+// (daemon.GoMemoryLimit); here, where no cgroup limits them, GOMEMLIMIT
+// says the same.
+func (m memoryLimit) env(proc string) []string {
+	return []string{fmt.Sprintf("GOMEMLIMIT=%d", daemon.GoMemoryLimit(m[proc]))}
+}
+
+func (m memoryLimit) String() string {
+	if m["manager"] == m["metallb-iad"] {
+		return mib(float64(m["manager"]))
+	}
+	return fmt.Sprintf("%s (manager), %s (metallb-iad)", mib(float64(m["manager"])), mib(float64(m["metallb-iad"])))
+}
 
 // freePort is a loopback port nothing listens on now.
 func freePort() (int, error) {

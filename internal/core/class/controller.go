@@ -7,11 +7,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/cachetrim"
 	"github.com/cozystack/address-controller/internal/index"
 	"github.com/cozystack/address-controller/internal/lock"
 	"github.com/cozystack/address-controller/internal/recorder"
@@ -34,15 +36,41 @@ type Reconciler struct {
 	NearlyExhaustedPercent int
 
 	last written
-	// tally files every address by class and family, and by class, family
+	// tally counts every address by class and family, and by class, family
 	// and phase: the counts without listing the class (nil in tests run
 	// without a manager: the list answers).
-	tally *index.Book
+	tally *index.Tally
+	// cache is the manager's, walked for the addresses of a class being
+	// deleted (nil in tests run without a manager: the client lists).
+	cache cache.Cache
+}
+
+// addressesOf are the names of the class's addresses in the cache, sorted.
+// The cache's own objects are walked: the core keeps no index by class for
+// a question asked only while a class is being deleted.
+func (r *Reconciler) addressesOf(ctx context.Context, class string) ([]string, error) {
+	var names []string
+	err := cachetrim.Each(ctx, r.reader(), &v1alpha1.IPAddress{}, &v1alpha1.IPAddressList{}, func(a *v1alpha1.IPAddress) {
+		if a.Spec.ClassName == class {
+			names = append(names, a.Name)
+		}
+	})
+	sort.Strings(names)
+	return names, err
+}
+
+// reader is the manager's cache, or the client in tests run without one.
+func (r *Reconciler) reader() client.Reader {
+	if r.cache != nil {
+		return r.cache
+	}
+	return r.Client
 }
 
 // SetupWithManager registers the class controller.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
-	r.tally = index.NewBook(tallyKeys)
+	r.cache = mgr.GetCache()
+	r.tally = index.NewTally(tallyKeys)
 	if err := r.tally.Feed(context.Background(), mgr.GetCache(), &v1alpha1.IPAddress{}); err != nil {
 		return err
 	}
@@ -69,14 +97,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	var names []string
 	if class.DeletionTimestamp != nil {
-		var list v1alpha1.IPAddressList
-		if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressClass: class.Name}); err != nil {
+		var err error
+		if names, err = r.addressesOf(ctx, class.Name); err != nil {
 			return reconcile.Result{}, err
 		}
-		for i := range list.Items {
-			names = append(names, list.Items[i].Name)
-		}
-		sort.Strings(names)
 	}
 	if class.DeletionTimestamp != nil && len(names) == 0 {
 		// The cache may not show an address created a moment ago; the

@@ -11,7 +11,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/binding"
-	"github.com/cozystack/address-controller/internal/index"
+	"github.com/cozystack/address-controller/internal/cachetrim"
 )
 
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses/status,verbs=update
@@ -91,14 +91,16 @@ func tallyKeys(o client.Object) []string {
 }
 
 // counts are the class's addresses per family, from the tally; without
-// one, from a list of the class.
+// one, from a walk of every address.
 func (r *Reconciler) counts(ctx context.Context, class string) ([]v1alpha1.FamilyAddresses, error) {
 	if r.tally == nil {
-		var addrs v1alpha1.IPAddressList
-		if err := r.Client.List(ctx, &addrs, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressClass: class}); err != nil {
-			return nil, err
-		}
-		return binding.CountAddresses(addrs.Items), nil
+		var addrs []v1alpha1.IPAddress
+		err := cachetrim.Each(ctx, r.reader(), &v1alpha1.IPAddress{}, &v1alpha1.IPAddressList{}, func(a *v1alpha1.IPAddress) {
+			if a.Spec.ClassName == class {
+				addrs = append(addrs, *a)
+			}
+		})
+		return binding.CountAddresses(addrs), err
 	}
 	var out []v1alpha1.FamilyAddresses
 	for _, f := range []v1alpha1.IPFamily{v1alpha1.IPv4, v1alpha1.IPv6} {
