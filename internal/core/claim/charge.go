@@ -100,7 +100,7 @@ var quotaPredicate = predicate.NewPredicateFuncs(func(o client.Object) bool {
 // namespace that wait may fit now.
 func (r *Reconciler) waitingInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
 	var claims v1alpha1.IPAddressClaimList
-	if err := r.Client.List(ctx, &claims, client.InNamespace(o.GetNamespace())); err != nil {
+	if err := r.Client.List(ctx, &claims, client.UnsafeDisableDeepCopy, client.InNamespace(o.GetNamespace())); err != nil {
 		return nil
 	}
 	var reqs []reconcile.Request

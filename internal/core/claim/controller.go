@@ -142,7 +142,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	if err != nil {
 		return err
 	}
-	m := &matcher{client: mgr.GetClient(), wake: r.wake, free: r.freeBook}
+	m := &matcher{client: mgr.GetClient(), wake: r.wake, free: r.freeBook, line: r.waitingBook}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("ipaddressclaim-matcher").
 		WatchesRawSource(source.Kind(mgr.GetCache(), &v1alpha1.IPAddress{}, becameAvailable())).

@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -43,6 +44,52 @@ func TestPlaceInLine_BooksBehindTheCache(t *testing.T) {
 			}
 			if got := line[v1alpha1.IPv4]; got != tc.want {
 				t.Errorf("place = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// The matcher wakes the oldest claims of a pool's line that the cache
+// shows still waiting, walking the line instead of listing it; when the
+// line names fewer than it needs (it lags the cache), it says so and the
+// cache is asked.
+func TestMatcherFromLine(t *testing.T) {
+	at := func(sec int64) func(*v1alpha1.IPAddressClaim) {
+		return func(c *v1alpha1.IPAddressClaim) { c.CreationTimestamp = metav1.Unix(sec, 0) }
+	}
+	filed := []*v1alpha1.IPAddressClaim{
+		newClaim("a", withClass("public"), withPhase(v1alpha1.ClaimPending), at(100)),
+		newClaim("b", withClass("public"), withPhase(v1alpha1.ClaimPending), at(101)),
+		newClaim("c", withClass("public"), withPhase(v1alpha1.ClaimPending), at(102)),
+		newClaim("d", withClass("public"), withPhase(v1alpha1.ClaimPending), at(103)),
+	}
+	// As the cache shows them: b was bound since the line filed it, d is gone.
+	cached := []client.Object{filed[0], newClaim("b", withClass("public"), withPhase(v1alpha1.ClaimBound), at(101)), filed[2]}
+	m := &matcher{client: fakeapi.New(t, cached), line: index.NewLine()}
+	for _, c := range filed {
+		m.line.File(c)
+	}
+	key := index.WaitingKey("public", v1alpha1.IPv4)
+	names := func(cs []*v1alpha1.IPAddressClaim) (out []string) {
+		for _, c := range cs {
+			out = append(out, c.Name)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		n      int
+		want   []string
+		wantOK bool
+	}{
+		{"1 the oldest waiting one", 1, []string{"a"}, true},
+		{"2 a bound one is passed over", 2, []string{"a", "c"}, true},
+		{"3 a gone one too, and the line has too few", 3, []string{"a", "c"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok, err := m.fromLine(context.Background(), key, tc.n)
+			if err != nil || ok != tc.wantOK || !slices.Equal(names(got), tc.want) {
+				t.Errorf("fromLine(%d) = %v, %v, %v; want %v, %v", tc.n, names(got), ok, err, tc.want, tc.wantOK)
 			}
 		})
 	}

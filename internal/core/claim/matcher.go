@@ -29,6 +29,9 @@ type matcher struct {
 	wake   chan<- event.TypedGenericEvent[*v1alpha1.IPAddressClaim]
 	// free counts a pool's free addresses without listing them.
 	free *index.Book
+	// line is the waiting line, the claims of each pool oldest first
+	// (nil in tests without a manager: the cache is listed).
+	line *index.Book
 }
 
 // waitingChanged enqueues the pools a claim enters or leaves. Leaving
@@ -77,33 +80,80 @@ func becameAvailable() handler.TypedEventHandler[*v1alpha1.IPAddress, reconcile.
 }
 
 func (m *matcher) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if m.line != nil && m.line.Len(req.Name) > 0 {
+		available, err := m.available(ctx, req.Name)
+		if err != nil || available == 0 {
+			return reconcile.Result{}, err
+		}
+		claims, ok, err := m.fromLine(ctx, req.Name, available)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if ok {
+			return reconcile.Result{}, m.wakeAll(ctx, claims)
+		}
+	}
 	var claims v1alpha1.IPAddressClaimList
 	if err := m.client.List(ctx, &claims, client.UnsafeDisableDeepCopy, client.MatchingFields{index.ClaimWaiting: req.Name}); err != nil || len(claims.Items) == 0 {
 		return reconcile.Result{}, err
 	}
-	class, family, _ := strings.Cut(req.Name, "/")
+	available, err := m.available(ctx, req.Name)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	return reconcile.Result{}, m.wakeAll(ctx, oldestFirst(claims.Items, available))
+}
+
+// available is how many addresses of the pool waiting key names are free.
+func (m *matcher) available(ctx context.Context, waiting string) (int, error) {
+	class, family, _ := strings.Cut(waiting, "/")
 	key := index.PoolKey(class, v1alpha1.IPFamily(family), v1alpha1.AddressAvailable)
-	available := 0
 	if m.free != nil {
-		available = m.free.Len(key)
-	}
-	if available == 0 {
-		// The book is fed by its own handler and may not have filed the
-		// address whose arrival woke this pass; the cache has it.
-		var addrs v1alpha1.IPAddressList
-		if err := m.client.List(ctx, &addrs, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressPool: key}); err != nil {
-			return reconcile.Result{}, err
+		if n := m.free.Len(key); n > 0 {
+			return n, nil
 		}
-		available = len(addrs.Items)
 	}
-	for _, c := range oldestFirst(claims.Items, available) {
+	// The book is fed by its own handler and may not have filed the
+	// address whose arrival woke this pass; the cache has it.
+	var addrs v1alpha1.IPAddressList
+	if err := m.client.List(ctx, &addrs, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressPool: key}); err != nil {
+		return 0, err
+	}
+	return len(addrs.Items), nil
+}
+
+// fromLine is the n oldest claims of the waiting line under key that the
+// cache shows still waiting there, walked in order without listing the
+// line: a burst of claims makes it tens of thousands long, and a list
+// copies each one. ok is false when the line names fewer than n: it may
+// lag the cache by an event, and a claim it has yet to file would then
+// never be woken; the caller asks the cache instead.
+func (m *matcher) fromLine(ctx context.Context, key string, n int) (claims []*v1alpha1.IPAddressClaim, ok bool, err error) {
+	m.line.Walk(key, func(entry string) bool {
+		ns, name, _ := strings.Cut(index.LineClaim(entry), "/")
+		var c v1alpha1.IPAddressClaim
+		if err = m.client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &c); client.IgnoreNotFound(err) != nil {
+			return false
+		}
+		err = nil
+		if c.Name != "" && slices.Contains(index.WaitingKeys(&c), key) {
+			claims = append(claims, &c)
+		}
+		return len(claims) < n
+	})
+	return claims, err == nil && len(claims) == n, err
+}
+
+// wakeAll hands claims to the claim controller.
+func (m *matcher) wakeAll(ctx context.Context, claims []*v1alpha1.IPAddressClaim) error {
+	for _, c := range claims {
 		select {
 		case m.wake <- event.TypedGenericEvent[*v1alpha1.IPAddressClaim]{Object: c}:
 		case <-ctx.Done():
-			return reconcile.Result{}, ctx.Err()
+			return ctx.Err()
 		}
 	}
-	return reconcile.Result{}, nil
+	return nil
 }
 
 // oldestFirst picks the n oldest claims (creation time, then namespace/name).

@@ -84,7 +84,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	var addrs v1alpha1.IPAddressList
-	if err := r.Client.List(ctx, &addrs, client.MatchingFields{index.AddressNamespace: rq.Namespace}); err != nil {
+	if err := r.Client.List(ctx, &addrs, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressNamespace: rq.Namespace}); err != nil {
 		return reconcile.Result{}, err
 	}
 	charges := quota.ChargesOf(&rq)
@@ -108,7 +108,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 func (r *Reconciler) liveClaims(ctx context.Context, namespace string, charges quota.Charges) (map[types.UID]bool, error) {
 	live := map[types.UID]bool{}
 	var claims v1alpha1.IPAddressClaimList
-	if err := r.Client.List(ctx, &claims, client.InNamespace(namespace)); err != nil {
+	if err := r.Client.List(ctx, &claims, client.UnsafeDisableDeepCopy, client.InNamespace(namespace)); err != nil {
 		return nil, err
 	}
 	for i := range claims.Items {
@@ -118,11 +118,13 @@ func (r *Reconciler) liveClaims(ctx context.Context, namespace string, charges q
 		if live[uid] || r.APIReader == nil {
 			continue
 		}
-		if err := r.APIReader.List(ctx, &claims, client.InNamespace(namespace)); err != nil {
+		// A list of its own: the cache's was read uncopied.
+		var current v1alpha1.IPAddressClaimList
+		if err := r.APIReader.List(ctx, &current, client.InNamespace(namespace)); err != nil {
 			return nil, err
 		}
-		for i := range claims.Items {
-			live[claims.Items[i].UID] = true
+		for i := range current.Items {
+			live[current.Items[i].UID] = true
 		}
 		break
 	}

@@ -147,7 +147,7 @@ func (h handlers) admitQuota(ctx context.Context, claim *v1alpha1.IPAddressClaim
 		return "", nil
 	}
 	var addrs v1alpha1.IPAddressList
-	if err := h.reader.List(ctx, &addrs, client.MatchingFields{index.AddressNamespace: claim.Namespace}); err != nil {
+	if err := h.reader.List(ctx, &addrs, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressNamespace: claim.Namespace}); err != nil {
 		return "", err
 	}
 	return quota.Admit(quotas.Items, claim.Spec.ClassName, len(claim.Spec.Family.Families()), addrs.Items), nil
