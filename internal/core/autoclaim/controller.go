@@ -8,8 +8,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -41,7 +44,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Named("autoclaim").
 		For(&corev1.Service{}).
 		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(namesake)).
-		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.unclaimedServices)).
+		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.unclaimedServices), builder.WithPredicates(markMoved)).
 		WithOptions(retry.Options(workers)).
 		Complete(r)
 }
@@ -49,6 +52,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 // namesake: a claim appearing or going changes what its namesake Service gets.
 func namesake(_ context.Context, o client.Object) []reconcile.Request {
 	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(o)}}
+}
+
+// markMoved passes the class events auto-claim reads: a class created or
+// deleted, its auto-claim mark set or cleared, its deletion begun. A
+// class's status changes with every bind (its counts), and each event
+// would queue every unclaimed LoadBalancer Service of the cluster again.
+var markMoved = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		before, after := e.ObjectOld, e.ObjectNew
+		return before.GetAnnotations()[v1alpha1.AnnotationAutoClaimClass] != after.GetAnnotations()[v1alpha1.AnnotationAutoClaimClass] ||
+			(before.GetDeletionTimestamp() == nil) != (after.GetDeletionTimestamp() == nil)
+	},
 }
 
 // unclaimedServices: a class change (an auto-claim mark moving) concerns

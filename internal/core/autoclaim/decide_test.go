@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 )
@@ -156,4 +157,39 @@ var sources = []string{"metallb.io/loadBalancerIPs", "metallb.io/address-pool", 
 func withdrawing(c *v1alpha1.IPAddressClaim) *v1alpha1.IPAddressClaim {
 	c.DeletionTimestamp = &metav1.Time{}
 	return c
+}
+
+// Only the class events auto-claim reads wake every unclaimed Service: a
+// class's counts change with every bind.
+func TestMarkMoved(t *testing.T) {
+	class := func(mark string, deleting bool, bound int64) *v1alpha1.IPAddressClass {
+		c := &v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: "public"}}
+		if mark != "" {
+			c.Annotations = map[string]string{v1alpha1.AnnotationAutoClaimClass: mark}
+		}
+		if deleting {
+			c.DeletionTimestamp = &metav1.Time{}
+		}
+		c.Status.Addresses = []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Bound: bound}}
+		return c
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after *v1alpha1.IPAddressClass
+		want          bool
+	}{
+		{"1 counts only", class("true", false, 1), class("true", false, 2), false},
+		{"2 marked", class("", false, 1), class("true", false, 1), true},
+		{"3 unmarked", class("true", false, 1), class("false", false, 1), true},
+		{"4 deletion begun", class("true", false, 1), class("true", true, 1), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := markMoved.Update(event.UpdateEvent{ObjectOld: tc.before, ObjectNew: tc.after}); got != tc.want {
+				t.Errorf("markMoved = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if !markMoved.Create(event.CreateEvent{Object: class("", false, 0)}) || !markMoved.Delete(event.DeleteEvent{Object: class("", false, 0)}) {
+		t.Error("5 a class created or deleted is passed")
+	}
 }
