@@ -65,8 +65,8 @@ const EventSource = "address-controller"
 
 // Setup registers the core with mgr.
 func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
-	// Every index but AddressClass: the class controller walks the cache
-	// for the one question it answered (see class.Reconciler).
+	// No index by class: the class controller walks the cache for the one
+	// question it would answer (see class.Reconciler).
 	if err := index.Setup(ctx, mgr.GetFieldIndexer(), index.AddressClaim, index.AddressPool, index.AddressNamespace,
 		index.ClaimWaiting, index.ClaimAddressName, index.ClaimUnresolved, index.ServiceUnclaimed); err != nil {
 		return err

@@ -34,6 +34,9 @@ type Options struct {
 	// CapacityInterval is the least time between capacity-only writes of
 	// a class's status.
 	CapacityInterval time.Duration
+	// Owners says which classes are the driver's, for the cache and the
+	// event filters; nil keeps every address whole and passes every event.
+	Owners *metallb.ClassOwners
 	// SkipMetrics leaves the metrics unregistered (several drivers in one
 	// test process).
 	SkipMetrics bool
@@ -44,6 +47,7 @@ func DefaultOptions() Options {
 	return Options{
 		MetalLBNamespace: "metallb-system", Namespace: "metallb-iad-system",
 		ProvisionWorkers: 4, HoldWorkers: 16, CapacityInterval: 10 * time.Second,
+		Owners: &metallb.ClassOwners{},
 	}
 }
 
@@ -56,14 +60,18 @@ func ClientOptions() client.Options {
 // CacheOptions cache Services trimmed to what the driver reads, and pools
 // from the MetalLB namespace only.
 func CacheOptions(opts Options) cache.Options {
+	claims, addresses := metallb.TransformClaim, cachetrim.Transform
+	if opts.Owners != nil {
+		claims, addresses = opts.Owners.TransformClaim, opts.Owners.TransformAddress
+	}
 	return cache.Options{
 		// As the core's: managedFields are never read, and claims and
 		// addresses share their repeated strings; another provisioner's
-		// claims are kept only in outline.
+		// claims and addresses are kept only in outline.
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
-			&v1alpha1.IPAddressClaim{}: {Transform: metallb.TransformClaim},
-			&v1alpha1.IPAddress{}:      {Transform: cachetrim.Transform},
+			&v1alpha1.IPAddressClaim{}: {Transform: claims},
+			&v1alpha1.IPAddress{}:      {Transform: addresses},
 			&corev1.Service{}:          {Transform: metallb.TransformService},
 			metallb.NewPool():          {Namespaces: map[string]cache.Config{opts.MetalLBNamespace: {}}},
 		}}
@@ -84,16 +92,21 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 			return err
 		}
 	}
+	if opts.Owners != nil {
+		if err := opts.Owners.Watch(ctx, mgr.GetCache()); err != nil {
+			return err
+		}
+	}
 	rec := recorder.New(mgr.GetEventRecorder(EventSource))
 	books := metallb.Books{Reader: mgr.GetClient(), Cache: mgr.GetCache(), Namespace: opts.MetalLBNamespace}
 	classes := &metallb.Classes{Books: books}
-	if err := (&pool.Reconciler{Client: mgr.GetClient(), Books: books, Classes: classes, Recorder: rec, Interval: opts.CapacityInterval}).SetupWithManager(mgr); err != nil {
+	if err := (&pool.Reconciler{Client: mgr.GetClient(), Books: books, Classes: classes, Owners: opts.Owners, Recorder: rec, Interval: opts.CapacityInterval}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&provision.Reconciler{Client: mgr.GetClient(), Books: books, Classes: classes, Recorder: rec}).SetupWithManager(mgr, opts.ProvisionWorkers); err != nil {
+	if err := (&provision.Reconciler{Client: mgr.GetClient(), Books: books, Classes: classes, Owners: opts.Owners, Recorder: rec}).SetupWithManager(mgr, opts.ProvisionWorkers); err != nil {
 		return err
 	}
-	return (&hold.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Classes: classes, Recorder: rec, Namespace: opts.Namespace}).SetupWithManager(mgr, opts.HoldWorkers)
+	return (&hold.Reconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Cache: mgr.GetCache(), Classes: classes, Owners: opts.Owners, Recorder: rec, Namespace: opts.Namespace}).SetupWithManager(mgr, opts.HoldWorkers)
 }
 
 // Explain turns an error of starting the driver without MetalLB's CRDs

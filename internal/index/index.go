@@ -24,13 +24,11 @@ const (
 	// names, ClaimBucket(namespace, name); AddressesNaming lists a claim's
 	// addresses through it.
 	AddressClaim = "spec.claimRef"
-	// AddressPool: IPAddress by PoolKey(class, family, phase).
+	// AddressPool: an Available or Released IPAddress by PoolKey(class,
+	// family, phase); no other phase is filed.
 	AddressPool = "pool"
 	// AddressNamespace: IPAddress by the namespace its claimRef names.
 	AddressNamespace = "claimNamespace"
-	// AddressClass: IPAddress by its class. By class and phase is
-	// AddressPool's, per family.
-	AddressClass = "class"
 	// ClaimWaiting: IPAddressClaim by WaitingKey(class, family) for every
 	// family it still waits on, when it pre-binds no specific address.
 	ClaimWaiting = "waiting"
@@ -78,7 +76,6 @@ func Setup(ctx context.Context, i client.FieldIndexer, names ...string) error {
 	}{
 		{&v1alpha1.IPAddress{}, AddressClaim, addressClaim},
 		{&v1alpha1.IPAddress{}, AddressPool, addressPool},
-		{&v1alpha1.IPAddress{}, AddressClass, addressClass},
 		{&v1alpha1.IPAddress{}, AddressNamespace, addressNamespace},
 		{&v1alpha1.IPAddressClaim{}, ClaimWaiting, claimWaiting},
 		{&v1alpha1.IPAddressClaim{}, ClaimAddressName, claimAddressName},
@@ -120,13 +117,16 @@ func addressNamespace(o client.Object) []string {
 	return nil
 }
 
+// addressPool files only the phases anyone asks a pool for: a free address
+// (Available) and one a namespace may keep (Released). The rest — at a /16
+// nearly every address, Bound — would cost an index entry each for no
+// reader.
 func addressPool(o client.Object) []string {
 	a := o.(*v1alpha1.IPAddress)
+	if a.Status.Phase != v1alpha1.AddressAvailable && a.Status.Phase != v1alpha1.AddressReleased {
+		return nil
+	}
 	return []string{PoolKey(a.Spec.ClassName, binding.Family(a), a.Status.Phase)}
-}
-
-func addressClass(o client.Object) []string {
-	return []string{o.(*v1alpha1.IPAddress).Spec.ClassName}
 }
 
 func claimWaiting(o client.Object) []string { return WaitingKeys(o.(*v1alpha1.IPAddressClaim)) }

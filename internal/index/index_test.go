@@ -72,7 +72,7 @@ func TestIndexes(t *testing.T) {
 	}{
 		{"AddressesOfClaim", index.AddressesOfClaim(ctx, api, "t", "web"), []string{"a"}},
 		{"AddressPool", index.Requests(ctx, api, &v1alpha1.IPAddressList{}, client.MatchingFields{index.AddressPool: index.PoolKey("public", v1alpha1.IPv4, v1alpha1.AddressAvailable)}), []string{"b"}},
-		{"AddressClass", index.Requests(ctx, api, &v1alpha1.IPAddressList{}, client.MatchingFields{index.AddressClass: "public"}), []string{"a", "b"}},
+		{"AddressPool files no Bound address", index.Requests(ctx, api, &v1alpha1.IPAddressList{}, client.MatchingFields{index.AddressPool: index.PoolKey("public", v1alpha1.IPv4, v1alpha1.AddressBound)}), nil},
 		{"AddressNamespace", index.Requests(ctx, api, &v1alpha1.IPAddressList{}, client.MatchingFields{index.AddressNamespace: "t"}), []string{"a"}},
 		{"WaitingOnClass: a Pending claim is in line, unless it names its address",
 			index.WaitingOnClass(ctx, api, "public"), []string{"t/unresolved", "t/waits"}},

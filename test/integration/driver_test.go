@@ -959,3 +959,23 @@ func TestDriver_7_1_ForgedStampIsNotServed(t *testing.T) {
 			"the core re-stamps the claim with its class's provisioner")
 	})
 }
+
+// The driver keeps addresses of classes it does not know to be its own in
+// outline (no status records). An address created before its class is
+// such an outline until the class arrives; the pass that finds it the
+// driver's reads it whole, and it is held and claimed as any other.
+func TestDriver_ClassArrivingAfterItsAddressHoldsIt(t *testing.T) {
+	e := newDriverEnv(t)
+	pool := e.pool("pool", e.v4(0)+"/28")
+	ip := e.v4(3)
+	e.createAddress(ip, e.class("late"))
+	class := e.metalLBClass("late", pool, v1alpha1.ReclaimRetain)
+	e.placeholderHolds(ip)
+	e.eventually(func(g Gomega) {
+		g.Expect(e.getAddress(g, nameOf(ip)).Finalizers).To(ContainElement(metallbiad.FinalizerTeardown))
+	})
+	e.createClaim("web", class)
+	e.claimBoundTo("web", nameOf(ip))
+	e.service("web", naming("web"))
+	e.heldBy(e.ns, "web", ip)
+}

@@ -32,7 +32,7 @@ const (
 // SetupIndexes registers the shared indexes the driver queries, and
 // the driver's Service indexes.
 func SetupIndexes(ctx context.Context, i client.FieldIndexer) error {
-	if err := index.Setup(ctx, i, index.AddressClaim, index.AddressPool, index.AddressClass, index.ClaimWaiting); err != nil {
+	if err := index.Setup(ctx, i, index.AddressClaim, index.AddressPool, index.ClaimWaiting); err != nil {
 		return err
 	}
 	for key, values := range serviceIndexes {

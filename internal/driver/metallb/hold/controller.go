@@ -96,6 +96,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/cachetrim"
 	"github.com/cozystack/address-controller/internal/driver/metallb"
 	"github.com/cozystack/address-controller/internal/index"
 	"github.com/cozystack/address-controller/internal/lock"
@@ -132,8 +133,13 @@ type Reconciler struct {
 	// APIReader reads past the cache: whether a Service in the way of a
 	// placeholder is a stranger or the placeholder the cache has yet to show.
 	APIReader client.Reader
-	Classes   ClassBook
-	Recorder  *recorder.Recorder
+	// Cache, when set, is walked for a class's addresses (ofClass).
+	Cache   client.Reader
+	Classes ClassBook
+	// Owners filters out the events of addresses of other provisioners'
+	// classes; nil passes all.
+	Owners   *metallb.ClassOwners
+	Recorder *recorder.Recorder
 	// Namespace is where placeholders live.
 	Namespace string
 	Now       func() time.Time
@@ -146,8 +152,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("metallb-iad-hold").
-		For(&v1alpha1.IPAddress{}).
-		Watches(&v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.forSiblings), builder.WithPredicates(phaseChanged)).
+		For(&v1alpha1.IPAddress{}, builder.WithPredicates(r.Owners.Relevant())).
+		Watches(&v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.forSiblings), builder.WithPredicates(r.Owners.Relevant(), phaseChanged)).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forService)).
 		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(r.forClaim), builder.WithPredicates(index.ClaimLifecycle)).
 		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
@@ -219,8 +225,21 @@ func (r *Reconciler) forClaim(ctx context.Context, o client.Object) []reconcile.
 	return index.AddressesOfClaim(ctx, r.Client, o.GetNamespace(), o.GetName())
 }
 
+// ofClass walks the cache for the addresses of class: a class or a pool
+// changes seldom, and an index by class would cost an entry for every
+// address of every class, a /16 of another's among them.
 func (r *Reconciler) ofClass(ctx context.Context, class string) []reconcile.Request {
-	return index.Requests(ctx, r.Client, &v1alpha1.IPAddressList{}, client.MatchingFields{index.AddressClass: class})
+	var reqs []reconcile.Request
+	reader := client.Reader(r.Client)
+	if r.Cache != nil {
+		reader = r.Cache
+	}
+	_ = cachetrim.Each(ctx, reader, &v1alpha1.IPAddress{}, &v1alpha1.IPAddressList{}, func(a *v1alpha1.IPAddress) {
+		if a.Spec.ClassName == class {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: a.Name}})
+		}
+	})
+	return reqs
 }
 
 func (r *Reconciler) forPool(ctx context.Context, o client.Object) []reconcile.Request {
@@ -439,6 +458,15 @@ func (r *Reconciler) gather(ctx context.Context, a *v1alpha1.IPAddress) (s snaps
 	}
 	if !ours(a, obj) {
 		return s, false, nil
+	}
+	if metallb.Outlined(a) && r.APIReader != nil {
+		// Cached in outline while its class was not known to be the
+		// driver's: decide on the whole address.
+		var whole v1alpha1.IPAddress
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(a), &whole); err != nil {
+			return s, false, client.IgnoreNotFound(err)
+		}
+		*a = whole
 	}
 	s = snapshot{address: a, ip: ip, class: class, namespace: r.Namespace, now: r.Now(),
 		placeholders: map[netip.Addr]*corev1.Service{}, reserved: map[netip.Addr]bool{}}

@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,6 +17,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/driver/metallb"
+	"github.com/cozystack/address-controller/internal/fakeapi"
 	"github.com/cozystack/address-controller/internal/recorder"
 )
 
@@ -223,5 +227,32 @@ func TestCreatesOnlyForTheLiveAddress(t *testing.T) {
 				t.Errorf("alive = %v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+// The driver's cache keeps addresses of classes not known to be its own in
+// outline, without their conditions or status records (TransformAddress).
+// One whose class arrived after it is still an outline when the class's
+// event wakes it: the pass decides on the whole address the API server
+// has, or the status it writes would drop what the core recorded there.
+func TestGatherReadsAnOutlineWhole(t *testing.T) {
+	whole := addr(v4, v1alpha1.AddressBound, noFinalizer,
+		phase(v1alpha1.AddressBound, metav1.Condition{Type: v1alpha1.ConditionBound, Status: metav1.ConditionTrue, Reason: "Bound"}))
+	outline, err := (&metallb.ClassOwners{}).TransformAddress(whole.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !metallb.Outlined(outline.(*v1alpha1.IPAddress)) {
+		t.Fatal("an address of a class the driver does not know should be cached in outline")
+	}
+	api := apiServer(t, whole)
+	cache := fakeapi.New(t, []client.Object{outline.(client.Object)}, metallb.SetupIndexes)
+	r := &Reconciler{Client: cache, APIReader: api, Classes: judged{class: inPool}, Namespace: "metallb-iad-system", Now: func() time.Time { return now }}
+	s, held, err := r.gather(context.Background(), current(t, cache, outline.(*v1alpha1.IPAddress)))
+	if err != nil || !held {
+		t.Fatalf("gather: held %v, %v", held, err)
+	}
+	if s.address.UID != whole.UID || !equality.Semantic.DeepEqual(s.address.Status.Conditions, whole.Status.Conditions) {
+		t.Errorf("the pass decides on the outline: %+v", s.address)
 	}
 }

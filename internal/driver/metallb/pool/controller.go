@@ -40,9 +40,12 @@ import (
 
 // Reconciler keeps the driver's classes' status.
 type Reconciler struct {
-	Client   client.Client
-	Books    metallb.Books
-	Classes  *metallb.Classes
+	Client  client.Client
+	Books   metallb.Books
+	Classes *metallb.Classes
+	// Owners filters out the creations and updates of addresses of other
+	// provisioners' classes; nil passes all.
+	Owners   *metallb.ClassOwners
 	Recorder *recorder.Recorder
 	// Interval is the least time between two capacity-only writes of one
 	// class's status; it is also how often capacity is recounted at rest.
@@ -94,7 +97,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.all)).
 		Watches(&v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.(*v1alpha1.IPAddress).Spec.ClassName}}}
-		})).
+		}), builder.WithPredicates(r.Owners.Relevant())).
 		Watches(metallb.NewPool(), handler.EnqueueRequestsFromMapFunc(r.all), builder.WithPredicates(metallb.SpecChanged)).
 		WithOptions(retry.Options(1)).
 		Complete(r)

@@ -73,9 +73,12 @@ const behindRecheck = 2 * time.Second
 
 // Reconciler provisions addresses for the driver's claims.
 type Reconciler struct {
-	Client   client.Client
-	Books    metallb.Books
-	Classes  *metallb.Classes
+	Client  client.Client
+	Books   metallb.Books
+	Classes *metallb.Classes
+	// Owners filters out the creations and updates of addresses of other
+	// provisioners' classes; nil passes all.
+	Owners   *metallb.ClassOwners
 	Recorder *recorder.Recorder
 
 	// mu serialises choosing addresses, so that concurrent passes never
@@ -121,7 +124,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("metallb-iad-provision").
 		For(&v1alpha1.IPAddressClaim{}, builder.WithPredicates(stamped)).
-		Watches(&v1alpha1.IPAddress{}, r.addressHandler()).
+		Watches(&v1alpha1.IPAddress{}, r.addressHandler(), builder.WithPredicates(r.Owners.Relevant())).
 		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			return r.Classes.ForClass(ctx, o, r.waiting)
 		}), builder.WithPredicates(metallb.SpecChanged)).
