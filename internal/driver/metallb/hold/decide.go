@@ -657,9 +657,17 @@ func holdingAfter(s snapshot, w *corev1.Service, p *plan) *v1alpha1.Holding {
 		}
 	}
 	h := &v1alpha1.Holding{}
-	if w != nil && after[w.UID] != nil {
+	switch {
+	case w != nil && after[w.UID] != nil:
 		h.Workload = heldRef(after[w.UID])
 		delete(after, w.UID)
+	case w != nil && metallb.Holds(w, s.ip):
+		// The workload holds the address, pinned by a sibling's pass the
+		// cache's pin index has yet to show: recorded all the same, before
+		// the placeholder goes (gains), or a failed status write would
+		// leave it holding the address unrecorded — a stranger once its
+		// tenant detaches it.
+		h.Workload = heldRef(w)
 	}
 	for _, svc := range after {
 		h.From = append(h.From, *heldRef(svc))

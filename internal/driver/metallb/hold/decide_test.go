@@ -704,3 +704,28 @@ func TestHoldingRecord(t *testing.T) {
 		})
 	}
 }
+
+// A dual-stack claim's workload is pinned with both addresses by one pass,
+// which records it on its own address only. The other address's pass then
+// finds the workload holding its IP with no record naming it: it records
+// the workload before its placeholder goes (found by make chaos: the
+// status write failed while the core's webhook was down, the placeholder
+// was gone, and once the tenant detached the Service it held the address
+// unrecorded — judged a stranger, a Conflict).
+func TestRecordsTheWorkloadBeforeItsPlaceholderGoes(t *testing.T) {
+	both := v4 + "," + v6
+	s := snapshotOf(t, world{address: addr(v6, v1alpha1.AddressBound), claim: true, family: v1alpha1.Dual,
+		siblings:     []*v1alpha1.IPAddress{addr(v4, v1alpha1.AddressBound)},
+		services:     []*corev1.Service{svc(ns, "a", naming("web"), pinnedBy(both), holding(v4, v6))},
+		placeholders: []*corev1.Service{ph(v6, key, holding(v6))}})
+	p := decide(s)
+	if len(p.remove) != 1 {
+		t.Fatalf("the placeholder should go: %+v", summarize(s.address, p))
+	}
+	if p.status == nil || p.status.Holding == nil || p.status.Holding.Workload == nil || p.status.Holding.Workload.Name != "a" {
+		t.Fatalf("the workload is not recorded: %+v", p.status)
+	}
+	if !p.recordFirst {
+		t.Error("the record is written after the placeholder goes")
+	}
+}
