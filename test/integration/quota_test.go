@@ -161,9 +161,20 @@ func TestQuota_ClaimCount(t *testing.T) {
 	}, "kube-controller-manager has seen the quota")
 	e.createClaim("a", class)
 	e.createClaim("b", class)
-	err := k8s.Create(e.ctx, e.newClaim("c", class))
-	e.g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "the third claim: %v", err)
-	e.g.Expect(err.Error()).To(ContainSubstring("exceeded quota: claims"))
+	// Retried: kube-controller-manager recounts a quota from its own
+	// informers, and one that has not seen "b" yet can write a usage of 1
+	// over the API server's 2, letting a third claim in until it catches
+	// up (an upstream race, about 1 run in 40 here). What must hold is
+	// that the quota refuses the third claim once its count is current.
+	e.eventually(func(g Gomega) {
+		c := e.newClaim("c", class)
+		err := k8s.Create(e.ctx, c)
+		if err == nil {
+			g.Expect(k8s.Delete(e.ctx, c)).To(Succeed())
+		}
+		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "the third claim: %v", err)
+		g.Expect(err.Error()).To(ContainSubstring("exceeded quota: claims"))
+	}, "the quota refuses the third claim")
 }
 
 // The driver provisions only what a quota charged: twenty claims of a

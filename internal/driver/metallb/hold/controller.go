@@ -34,7 +34,10 @@ package hold
 // or on a recorded Service; a Service is recorded before its pin is
 // written (so a crash between the two leaves a recorded Service without a
 // pin, which the next pass pins or lets go) and leaves the record only once
-// it carries neither the marker nor the handoff finalizer. Conflict is a
+// it carries neither the marker nor the handoff finalizer. A dual-stack
+// workload is pinned with both of its claim's addresses by one pass, so
+// that pass waits until the other address's record names it too: each
+// address's record is its own pass's to write. Conflict is a
 // holder the record does not name; Lost is no pool covering the address.
 // An address held before the record existed is read once through the
 // marker and recorded by that pass.
@@ -153,7 +156,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("metallb-iad-hold").
 		For(&v1alpha1.IPAddress{}, builder.WithPredicates(r.Owners.Relevant())).
-		Watches(&v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.forSiblings), builder.WithPredicates(r.Owners.Relevant(), phaseChanged)).
+		Watches(&v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.forSiblings), builder.WithPredicates(r.Owners.Relevant(), siblingChanged)).
 		Watches(&corev1.Service{}, handler.EnqueueRequestsFromMapFunc(r.forService)).
 		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(r.forClaim), builder.WithPredicates(index.ClaimLifecycle)).
 		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
@@ -165,12 +168,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 }
 
 // forSiblings wakes the other addresses of an address's claim when its
-// phase changes. A dual-stack Service is attached only once every family's
-// address is associable and every family's placeholder shares the address
-// under the claim's key; the pass that finds the last address associable
-// is that address's, and each placeholder takes the key in a pass of its
-// own address: without this, a sibling that judged the claim incomplete
-// a moment before would never look again.
+// phase or its holding record changes. A dual-stack Service is attached
+// only once every family's address is associable, every family's
+// placeholder shares the address under the claim's key, and every
+// family's record names the Service; the pass that finds the last address
+// associable is that address's, and each placeholder takes the key and
+// each record the Service in a pass of its own address: without this, a
+// sibling that judged the claim incomplete a moment before would never
+// look again.
 func (r *Reconciler) forSiblings(ctx context.Context, o client.Object) []reconcile.Request {
 	ref := o.(*v1alpha1.IPAddress).Spec.ClaimRef
 	if ref == nil {
@@ -181,10 +186,13 @@ func (r *Reconciler) forSiblings(ctx context.Context, o client.Object) []reconci
 	})
 }
 
-// phaseChanged passes an address's creation and any change of its phase.
-var phaseChanged = predicate.Funcs{
+// siblingChanged passes an address's creation and any change of its phase
+// or of the Services its holding record names.
+var siblingChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectOld.(*v1alpha1.IPAddress).Status.Phase != e.ObjectNew.(*v1alpha1.IPAddress).Status.Phase
+		before, after := e.ObjectOld.(*v1alpha1.IPAddress), e.ObjectNew.(*v1alpha1.IPAddress)
+		return before.Status.Phase != after.Status.Phase ||
+			gains(before.Status.Holding, after.Status.Holding) || gains(after.Status.Holding, before.Status.Holding)
 	},
 	DeleteFunc:  func(event.DeleteEvent) bool { return false },
 	GenericFunc: func(event.GenericEvent) bool { return false },

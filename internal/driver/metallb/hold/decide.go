@@ -384,15 +384,34 @@ func exclusive(s snapshot, w *corev1.Service, key string) []*corev1.Service {
 	return out
 }
 
-// readyToPin reports whether every address of pins can be shared with w:
-// its placeholder does not hold it, or allows w to share it.
+// readyToPin reports whether every address of pins can go to w: its
+// placeholder does not hold it, or allows w to share it; and, a sibling's,
+// its holding record names w already. One pass pins every family at once,
+// and only this address's record is written before the pin: a sibling's
+// record is its own pass's to write, and a write it cannot make (the
+// core's webhook down) would leave w holding that address unrecorded — a
+// stranger once its tenant moves it to another claim.
 func readyToPin(s snapshot, w *corev1.Service, pins, key string) bool {
 	for _, ip := range metallb.ParseIPs(pins) {
 		if ph := s.placeholders[ip]; ph != nil && metallb.Holds(ph, ip) && !shares(ph, w, key) {
 			return false
 		}
+		if ip != s.ip && !recordedBySibling(s, ip, w) {
+			return false
+		}
 	}
 	return true
+}
+
+// recordedBySibling reports whether the claim's address of ip has a holding
+// record naming w.
+func recordedBySibling(s snapshot, ip netip.Addr, w *corev1.Service) bool {
+	for _, sib := range s.siblings {
+		if sib.Spec.Address == ip.String() {
+			return slices.ContainsFunc(recordedRefs(sib.Status.Holding), func(r v1alpha1.HeldReference) bool { return r.UID == w.UID })
+		}
+	}
+	return false
 }
 
 // keepOnPlaceholder keeps the address on its placeholder. A Service the driver pinned
@@ -661,12 +680,10 @@ func holdingAfter(s snapshot, w *corev1.Service, p *plan) *v1alpha1.Holding {
 	case w != nil && after[w.UID] != nil:
 		h.Workload = heldRef(after[w.UID])
 		delete(after, w.UID)
-	case w != nil && metallb.Holds(w, s.ip):
-		// The workload holds the address, pinned by a sibling's pass the
-		// cache's pin index has yet to show: recorded all the same, before
-		// the placeholder goes (gains), or a failed status write would
-		// leave it holding the address unrecorded — a stranger once its
-		// tenant detaches it.
+	case w != nil:
+		// The workload, recorded before anything is pinned to it: a
+		// sibling's pass pins every family at once, and waits for this
+		// record (readyToPin).
 		h.Workload = heldRef(w)
 	}
 	for _, svc := range after {

@@ -416,6 +416,16 @@ func TestDecide(t *testing.T) {
 				services:     []*corev1.Service{svc(ns, "a", naming("web"))},
 				placeholders: []*corev1.Service{ph(v4, key, holding(v4)), ph(v6, "", holding(v6))}},
 			want: outcome{phase: v1alpha1.AddressBound}},
+		{name: "7-5 a dual-stack workload is not pinned while its IPv6 address's record does not name it (that pass records it first)",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, family: v1alpha1.Dual, siblings: []*v1alpha1.IPAddress{addr(v6, v1alpha1.AddressBound)},
+				services:     []*corev1.Service{svc(ns, "a", naming("web"), dualStack)},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4)), ph(v6, key, holding(v6))}},
+			want: outcome{phase: v1alpha1.AddressBound}},
+		{name: "7-5 ...and is pinned with both addresses once it does",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, family: v1alpha1.Dual, siblings: []*v1alpha1.IPAddress{addr(v6, v1alpha1.AddressBound, recordedOn("a"))},
+				services:     []*corev1.Service{svc(ns, "a", naming("web"), dualStack)},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4)), ph(v6, key, holding(v6))}},
+			want: outcome{update: []string{"tenant/a loadBalancerIPs=" + dual + " pinned=" + dual + " shared-ip=" + key + " finalizer"}, phase: v1alpha1.AddressBound}},
 		{name: "7-5 a single-stack IPv4 Service naming a Dual claim is pinned with the IPv4 address alone",
 			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, siblings: []*v1alpha1.IPAddress{addr(v6, v1alpha1.AddressBound)},
 				services:     []*corev1.Service{svc(ns, "a", naming("web"), singleStack(corev1.IPv4Protocol))},
@@ -688,6 +698,11 @@ func TestHoldingRecord(t *testing.T) {
 			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
 				services: []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4)), svc(ns, "b", naming("web"), onPort(443))}},
 			workload: ref("b"), from: []string{ref("a")}, since: true, recordFirst: true},
+		{name: "7 dual stack: each address records the workload before either pass pins it with both",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true, family: v1alpha1.Dual, siblings: []*v1alpha1.IPAddress{addr(v6, v1alpha1.AddressBound)},
+				services:     []*corev1.Service{svc(ns, "a", naming("web"), dualStack)},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4)), ph(v6, key, holding(v6))}},
+			workload: ref("a"), since: true, recordFirst: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := snapshotOf(t, tc.w)
