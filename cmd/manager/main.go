@@ -37,6 +37,10 @@ func run() error {
 	daemon.Usage(fs, os.Args[0], "The address-controller core: binds IPAddressClaims to IPAddress objects (local.sdn.cozystack.io/v1alpha1)\nand serves their admission webhooks.")
 	flag.Parse()
 	opts.SourceAnnotations = list(set.sourceAnnotations)
+	opts.SkipLabels = list(set.skipLabels)
+	if err := core.ValidateSkipLabels(opts.SkipLabels); err != nil {
+		return fmt.Errorf("--auto-claim-skip-labels: %w", err)
+	}
 
 	mgr, err := flags.NewManager(core.CacheOptions(opts), client.Options{}, func(o *manager.Options) {
 		o.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{Host: set.webhookHost, Port: set.webhookPort, CertDir: set.certDir})
@@ -75,7 +79,7 @@ type settings struct {
 	webhookPort                          int
 	webhookHost, certDir, coreUser       string
 	driverUsers, adminGroups, adminUsers string
-	sourceAnnotations                    string
+	sourceAnnotations, skipLabels        string
 }
 
 // bind registers the flags, the core's worker counts into opts.
@@ -90,6 +94,9 @@ func (s *settings) bind(fs *flag.FlagSet, opts *core.Options) {
 	fs.StringVar(&s.sourceAnnotations, "auto-claim-skip-annotations", metallbSourceAnnotations,
 		"Comma-separated Service annotations by which a load-balancer backend lets a Service choose its own address source; "+
 			"auto-claim leaves a Service carrying one alone. The default is MetalLB's pool, pin and sharing annotations.")
+	fs.StringVar(&s.skipLabels, "auto-claim-skip-labels", metallbPlaceholderLabel,
+		"Comma-separated label keys of a load-balancer backend's own Services; the core neither watches nor auto-claims a Service carrying one, "+
+			"and does not keep it in memory. The default is the label of the MetalLB driver's placeholders, one Service per address of its classes.")
 	fs.IntVar(&s.webhookPort, "webhook-port", 9443, "Port the admission webhooks are served on (HTTPS); 0 serves none.")
 	fs.StringVar(&s.webhookHost, "webhook-host", "", "Address the admission webhooks bind to; empty binds every interface.")
 	fs.StringVar(&s.certDir, "webhook-cert-dir", "/tmp/k8s-webhook-server/serving-certs",
@@ -109,6 +116,11 @@ func (s *settings) bind(fs *flag.FlagSet, opts *core.Options) {
 // default. The core itself knows no backend; it is told these.
 const metallbSourceAnnotations = "metallb.io/loadBalancerIPs,metallb.io/address-pool,metallb.io/allow-shared-ip," +
 	"metallb.universe.tf/loadBalancerIPs,metallb.universe.tf/address-pool,metallb.universe.tf/allow-shared-ip"
+
+// metallbPlaceholderLabel labels the MetalLB driver's placeholders, which
+// hold each address of its classes in MetalLB's books: as many Services as
+// the driver's classes have addresses, none of them the core's concern.
+const metallbPlaceholderLabel = "metallb.drivers.local.sdn.cozystack.io/ip-address"
 
 // whoAmI is the username the manager authenticates as.
 func whoAmI(ctx context.Context, mgr manager.Manager) (string, error) {

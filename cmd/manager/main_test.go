@@ -15,3 +15,11 @@ func TestSourceAnnotationsAreMetalLBs(t *testing.T) {
 		t.Errorf("--auto-claim-skip-annotations default differs from the driver's (-driver +flag):\n%s", diff)
 	}
 }
+
+// TestSkipLabelsAreThePlaceholders: the flag's default is the label the
+// MetalLB driver puts on its placeholders.
+func TestSkipLabelsAreThePlaceholders(t *testing.T) {
+	if metallbPlaceholderLabel != metallb.LabelAddress {
+		t.Errorf("--auto-claim-skip-labels default %q, the driver's placeholders carry %q", metallbPlaceholderLabel, metallb.LabelAddress)
+	}
+}

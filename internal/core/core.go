@@ -4,6 +4,8 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +32,12 @@ type Options struct {
 	// such Services alone. The core knows no backend: cmd/manager's flag
 	// names MetalLB's by default.
 	SourceAnnotations []string
+	// SkipLabels are label keys of Services the core neither watches nor
+	// auto-claims: a backend's own Services, which pin their address
+	// themselves (the MetalLB driver's placeholders, one per address of
+	// its classes, by cmd/manager's flag's default). They are left out of
+	// the cache by the watch's label selector, so they cost no memory.
+	SkipLabels []string
 	// NearlyExhaustedPercent is the share of a family's addresses below
 	// which a class is NearlyExhausted.
 	NearlyExhaustedPercent int
@@ -56,8 +64,35 @@ func CacheOptions(opts Options) cache.Options {
 			// are shared.
 			&v1alpha1.IPAddressClaim{}: {Transform: cachetrim.Transform},
 			&v1alpha1.IPAddress{}:      {Transform: cachetrim.Transform},
-			&corev1.Service{}:          {Transform: autoclaim.TransformService(opts.SourceAnnotations)},
+			&corev1.Service{}:          {Label: withoutLabels(opts.SkipLabels), Transform: autoclaim.TransformService(opts.SourceAnnotations)},
 		}}
+}
+
+// withoutLabels selects the objects that carry none of keys; nil, every
+// object, when there are none.
+func withoutLabels(keys []string) labels.Selector {
+	if len(keys) == 0 {
+		return nil
+	}
+	s := labels.NewSelector()
+	for _, k := range keys {
+		r, err := labels.NewRequirement(k, selection.DoesNotExist, nil)
+		if err != nil {
+			continue // ValidateSkipLabels refused it at startup
+		}
+		s = s.Add(*r)
+	}
+	return s
+}
+
+// ValidateSkipLabels checks that each of keys is a label key.
+func ValidateSkipLabels(keys []string) error {
+	for _, k := range keys {
+		if _, err := labels.NewRequirement(k, selection.DoesNotExist, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // EventSource is the reporting controller name on the core's events.

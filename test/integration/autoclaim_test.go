@@ -27,6 +27,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/core"
+	metallbiad "github.com/cozystack/address-controller/internal/driver/metallb"
 )
 
 // Contract §10: auto-claim. The core creates a claim for a LoadBalancer
@@ -267,6 +268,7 @@ func TestAutoClaim_10_QualificationExclusions(t *testing.T) {
 		{name: "metallb-universe-ips", mods: []func(*corev1.Service){svcAnnotation("metallb.universe.tf/loadBalancerIPs", e.v4(202))}},
 		{name: "metallb-universe-pool", mods: []func(*corev1.Service){svcAnnotation("metallb.universe.tf/address-pool", "pool")}},
 		{name: "metallb-universe-shared", mods: []func(*corev1.Service){svcAnnotation("metallb.universe.tf/allow-shared-ip", "key")}},
+		{name: "backend-label", mods: []func(*corev1.Service){func(s *corev1.Service) { s.Labels = map[string]string{metallbiad.LabelAddress: "ip-x"} }}},
 		{name: "has-ingress",
 			after: func(s *corev1.Service) {
 				e.eventually(func(g Gomega) {

@@ -119,12 +119,13 @@ func runTests(m *testing.M) int {
 var metricsTaken atomic.Bool
 
 // startManager runs the core in-process in a fresh manager, as cmd/manager
-// does but without leader election, and returns a func that stops it and
+// does with its flags' defaults but without leader election, and returns a func that stops it and
 // waits for it to return (also run at the test's cleanup). mods adjust the
 // manager's client configuration.
 func startManager(t *testing.T, mods ...func(*rest.Config)) (stop func()) {
 	t.Helper()
-	return runManager(t, core.CacheOptions(core.Options{SourceAnnotations: metallbiad.BackendAnnotations}), client.Options{}, func(ctx context.Context, mgr manager.Manager) error {
+	cacheOpts := core.CacheOptions(core.Options{SourceAnnotations: metallbiad.BackendAnnotations, SkipLabels: []string{metallbiad.LabelAddress}})
+	return runManager(t, cacheOpts, client.Options{}, func(ctx context.Context, mgr manager.Manager) error {
 		return core.Setup(ctx, mgr, core.Options{
 			ClaimWorkers: 8, AddressWorkers: 8, ClassWorkers: 2, SourceAnnotations: metallbiad.BackendAnnotations,
 			SkipMetrics: !metricsTaken.CompareAndSwap(false, true),
