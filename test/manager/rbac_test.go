@@ -123,6 +123,8 @@ func TestLeastPrivilege(t *testing.T) {
 		if t.Failed() {
 			_, forbidden := readAudit(t, auditLog)
 			t.Logf("forbidden requests: %v", forbidden)
+			t.Log("writes to claims and addresses:")
+			logWrites(t, auditLog)
 		}
 	})
 	w := workload{t: t, g: g, ctx: ctx, k8s: k8s}
@@ -251,6 +253,34 @@ type auditEvent struct {
 	ResponseStatus *struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
+	StageTimestamp string `json:"stageTimestamp"`
+}
+
+// logWrites logs every write to claims and addresses the audit log holds,
+// in order: what a failed wait for the controllers needs to be read.
+func logWrites(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Log(err)
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev auditEvent
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.ObjectRef == nil || ev.ResponseStatus == nil {
+			continue
+		}
+		switch ev.Verb {
+		case "get", "list", "watch":
+			continue
+		}
+		if r := ev.ObjectRef.Resource; r == "ipaddresses" || r == "ipaddressclaims" {
+			t.Logf("  %s %s %s %s %d", ev.StageTimestamp, ev.User.Username, ev.Verb, ev.RequestURI, ev.ResponseStatus.Code)
+		}
+	}
 }
 
 // readAudit returns, per user, the grants their requests used — a request
