@@ -13,17 +13,20 @@ import (
 // waiting in each controller's queue, by controller name.
 const QueueDepthMetric = "controller_queue_depth"
 
-// NewQueue is a controller's work queue: client-go's, with no per-key
-// bookkeeping beyond the queue itself. The metrics client-go keeps per
-// queued key (when it was added, when its pass started) are two maps that
-// hold every key of a burst — a start queues each claim and address of a
-// /16 at once — and keep that room for good: some 20 MB at a /16, against
-// a 256Mi limit. Only the depth is exported (QueueDepthMetric), read from
-// the queue when scraped; controller-runtime's own reconcile metrics still
-// time every pass.
+// NewQueue is a controller's work queue: client-go's rate limiting and
+// delaying queue over a fifo that gives back the room of a burst once it
+// has drained, with no per-key bookkeeping beyond the queue itself. The
+// metrics client-go keeps per queued key (when it was added, when its
+// pass started) are two maps that hold every key of a burst — a start
+// queues each claim and address of a /16 at once — and keep that room for
+// good: some 20 MB at a /16, against a 256Mi limit; its dirty set does the
+// same, another 13 MB. Only the depth is exported (QueueDepthMetric), read
+// from the queue when scraped; controller-runtime's own reconcile metrics
+// still time every pass.
 func NewQueue(controller string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 	// No name: client-go keeps no metrics, and none of their maps.
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{})
+	delaying := workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[reconcile.Request]{Queue: newFIFO[reconcile.Request]()})
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(rl, workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{DelayingQueue: delaying})
 	depths.set(controller, q.Len)
 	return q
 }
