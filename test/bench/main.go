@@ -518,6 +518,13 @@ func (b *bench) measureStatic(ctx context.Context, ph staticPhase) (*staticResul
 		defer close(profiled)
 		b.profile(ctx, b.manager, "profile?seconds=20", ph.class+"-cpu")
 	}()
+	apiProfiled := make(chan struct{})
+	go func() {
+		defer close(apiProfiled)
+		// The same first seconds of every phase, so the phases compare.
+		b.profileAPIServer(ctx, 5, ph.class+"-cpu")
+	}()
+	defer func() { <-apiProfiled }()
 	defer func() { <-profiled }()
 	var created []time.Time
 	created, res.createTime, err = b.createClaims(ctx, ph.n, ph.namespace, ph.class)

@@ -15,6 +15,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -314,4 +317,38 @@ func (b *bench) profile(ctx context.Context, c *child, kind, label string) {
 		return
 	}
 	say("saved %s (go tool pprof -top %s)", path, path)
+}
+
+// profileAPIServer saves kube-apiserver's CPU profile over the next
+// seconds, with -pprof: where the API server's time per bind goes.
+func (b *bench) profileAPIServer(ctx context.Context, seconds int, label string) {
+	if !b.opts.pprof {
+		return
+	}
+	rc, err := rest.RESTClientFor(rawConfig(b.cp.Config))
+	if err != nil {
+		say("profile of kube-apiserver: %v", err)
+		return
+	}
+	data, err := rc.Get().AbsPath("/debug/pprof/profile").Param("seconds", strconv.Itoa(seconds)).
+		Timeout(time.Duration(seconds+30) * time.Second).DoRaw(ctx)
+	if err != nil {
+		say("profile of kube-apiserver: %v", err)
+		return
+	}
+	path := filepath.Join(b.procs.dir, fmt.Sprintf("kube-apiserver-%s.pprof", label))
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		say("profile of kube-apiserver: %v", err)
+		return
+	}
+	say("saved %s (go tool pprof -top %s)", path, path)
+}
+
+// rawConfig is cfg for a client of non-resource paths.
+func rawConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &schema.GroupVersion{}
+	c.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	c.QPS, c.Burst = -1, 0
+	return c
 }
