@@ -247,7 +247,7 @@ bench: build $(CONTROLPLANE) ## Run the benchmark against a local control plane 
 	go run ./test/bench -n=$(N) -large=$(LARGE) $(BENCH_ARGS)
 
 .PHONY: bench-scale
-bench-scale: build $(CONTROLPLANE) ## A /16 on one manager: N static claims, then 65,536 more, 10,000 LoadBalancer Services, 10,000 claims of a MetalLB class with 5,000 attached; memory after each phase (takes about an hour here).
+bench-scale: build $(CONTROLPLANE) ## A /16 on one manager: N static claims, then 65,536 more, 10,000 LoadBalancer Services, 10,000 claims of a MetalLB class with 5,000 attached; memory after each phase (takes about two hours here).
 	go test ./internal/allocator/ -run='^$$' -bench=FirstFree -benchtime=2000x
 	go run ./test/bench -scale -n=$(N) -timeout=60m $(BENCH_ARGS)
 

@@ -162,18 +162,14 @@ func (r *scaleResults) print(w io.Writer, opts options, limits memoryLimit) {
 	row(fmt.Sprintf("static binds, N = %d", r.static.n), fmt.Sprintf("%.0f/s, %s per claim = %.2f × N = %d's",
 		float64(r.static.n)/r.static.bindElapsed.Seconds(), r.static.perClaim().Round(time.Microsecond), grow, r.base.n),
 		target(grow <= targetGrowth, fmt.Sprintf("≤ %.1f ×", targetGrowth)))
-	row(fmt.Sprintf("manager after %d + %d static claims", r.base.n, r.static.n), r.static.memory.String(), limitTarget(r.static.memory))
-	row(fmt.Sprintf("manager after %d plain LoadBalancer Services", sz.services), r.services.manager.String(), limitTarget(r.services.manager))
+	row(fmt.Sprintf("manager after %d + %d static claims", r.base.n, r.static.n), r.static.memory.String(), limits.target("manager", r.static.memory))
+	row(fmt.Sprintf("manager after %d plain LoadBalancer Services", sz.services), r.services.manager.String(), limits.target("manager", r.services.manager))
 	d := r.driver
 	row(fmt.Sprintf("driver path: %d claims Bound / held", d.n), fmt.Sprintf("%s / %s", d.boundElapsed.Round(100*time.Millisecond),
 		d.heldElapsed.Round(100*time.Millisecond)), "—")
 	row(fmt.Sprintf("%d Services attached", sz.attached), r.attachTook.Round(100*time.Millisecond).String(), "—")
-	row("manager at the end", r.attached.manager.String(), limitTarget(r.attached.manager))
-	row("metallb-iad at the end", r.attached.driver.String(), limitTarget(r.attached.driver))
+	row("manager at the end", r.attached.manager.String(), limits.target("manager", r.attached.manager))
+	row("metallb-iad at the end", r.attached.driver.String(), limits.target("metallb-iad", r.attached.driver))
 	_ = tw.Flush()
 	fmt.Fprintln(w)
-}
-
-func limitTarget(m memory) string {
-	return target(m.rss <= targetRSS, "RSS ≤ "+mib(targetRSS))
 }

@@ -139,6 +139,13 @@ func (m memoryLimit) env(proc string) []string {
 	return []string{fmt.Sprintf("GOMEMLIMIT=%d", daemon.GoMemoryLimit(m[proc]))}
 }
 
+// target judges proc's resident set against its container's limit: the
+// figure a pod is killed at. (Go's soft limit sits below it, so a cache
+// that fits never reaches it; one that does not fit passes it.)
+func (m memoryLimit) target(proc string, got memory) string {
+	return target(got.rss <= float64(m[proc]), "RSS ≤ "+mib(float64(m[proc]))+", its limit")
+}
+
 func (m memoryLimit) String() string {
 	if m["manager"] == m["metallb-iad"] {
 		return mib(float64(m["manager"]))
