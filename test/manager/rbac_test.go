@@ -350,6 +350,17 @@ func (w workload) claimPhase(name string) func(g Gomega) v1alpha1.ClaimPhase {
 	}
 }
 
+// boundAddress is the IPAddress the claim name reports, once it is Bound.
+// Which address a claim gets depends on which the core's cache shows
+// Available at that moment, so the test follows the claim's answer.
+func (w workload) boundAddress(name string) *v1alpha1.IPAddress {
+	w.g.Eventually(w.claimPhase(name)).Should(Equal(v1alpha1.ClaimBound))
+	var c v1alpha1.IPAddressClaim
+	w.g.Expect(w.k8s.Get(w.ctx, types.NamespacedName{Namespace: "default", Name: name}, &c)).To(Succeed())
+	w.g.Expect(c.Status.Addresses).To(HaveLen(1))
+	return &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: c.Status.Addresses[0].Name}}
+}
+
 func (w workload) gone(obj client.Object) func() bool {
 	return func() bool {
 		return apierrors.IsNotFound(w.k8s.Get(w.ctx, client.ObjectKeyFromObject(obj), obj))
@@ -373,18 +384,18 @@ func (w workload) core() {
 	web := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
 		Spec: v1alpha1.IPAddressClaimSpec{ClassName: "static", Family: v1alpha1.IPv4}}
 	g.Expect(k8s.Create(ctx, web)).To(Succeed())
-	g.Eventually(w.claimPhase("web")).Should(Equal(v1alpha1.ClaimBound))
+	webAddress := w.boundAddress("web")
 	g.Expect(k8s.Delete(ctx, web)).To(Succeed())
-	g.Eventually(w.gone(&v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "ip-198-51-100-1"}})).Should(BeTrue(), "Delete reclaims the address")
+	g.Eventually(w.gone(webAddress)).Should(BeTrue(), "Delete reclaims the address")
 
 	shop := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "shop", Annotations: map[string]string{v1alpha1.AnnotationIPAddressClass: "static"}},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}},
 	}
 	g.Expect(k8s.Create(ctx, shop)).To(Succeed())
-	g.Eventually(w.claimPhase("shop")).Should(Equal(v1alpha1.ClaimBound))
+	shopAddress := w.boundAddress("shop")
 	g.Expect(k8s.Delete(ctx, shop)).To(Succeed())
-	g.Eventually(w.gone(&v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "ip-198-51-100-2"}})).Should(BeTrue(),
+	g.Eventually(w.gone(shopAddress)).Should(BeTrue(),
 		"the auto-claim goes with its Service, and its address with it")
 
 	// A claim controlled by a Service that chose its own address source is
@@ -489,24 +500,41 @@ func (w workload) driver() {
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}},
 	}
 	g.Expect(k8s.Create(ctx, svc)).To(Succeed())
+	// MetalLB and the driver write the Service too: the annotation is
+	// changed on the latest version.
 	name := func(claim string) {
-		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(svc), svc)).To(Succeed())
-		if claim == "" {
-			delete(svc.Annotations, v1alpha1.AnnotationIPAddressClaim)
-		} else {
-			metav1.SetMetaDataAnnotation(&svc.ObjectMeta, v1alpha1.AnnotationIPAddressClaim, claim)
+		g.Eventually(func(g Gomega) {
+			g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(svc), svc)).To(Succeed())
+			if claim == "" {
+				delete(svc.Annotations, v1alpha1.AnnotationIPAddressClaim)
+			} else {
+				metav1.SetMetaDataAnnotation(&svc.ObjectMeta, v1alpha1.AnnotationIPAddressClaim, claim)
+			}
+			g.Expect(k8s.Update(ctx, svc)).To(Succeed())
+		}).Should(Succeed())
+	}
+	// Each step waits for the driver to record it on the address, not only
+	// for MetalLB to move the IP: the driver's events (Associated, then
+	// Disassociated, then Associated again: a series) follow its records.
+	addr := &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "ip-198-51-100-64"}}
+	associatedTo := func(g Gomega) string {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(addr), addr)).To(Succeed())
+		if addr.Status.AssociatedTo == nil {
+			return ""
 		}
-		g.Expect(k8s.Update(ctx, svc)).To(Succeed())
+		return addr.Status.AssociatedTo.Namespace + "/" + addr.Status.AssociatedTo.Name
 	}
 	g.Eventually(ingress("default", "lb")).Should(Equal([]string{"198.51.100.64"}), "attached")
+	g.Eventually(associatedTo).Should(Equal("default/lb"))
 	name("")
 	g.Eventually(ingress("default", "lb")).Should(BeEmpty(), "detached")
+	g.Eventually(associatedTo).Should(BeEmpty())
 	name("lb")
 	g.Eventually(ingress("default", "lb")).Should(Equal([]string{"198.51.100.64"}), "attached again")
+	g.Eventually(associatedTo).Should(Equal("default/lb"))
 	g.Expect(k8s.Delete(ctx, svc)).To(Succeed())
 	g.Eventually(w.gone(svc)).Should(BeTrue(), "the handoff finalizer goes once the placeholder holds the address")
 	g.Expect(k8s.Delete(ctx, lb)).To(Succeed())
-	addr := &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "ip-198-51-100-64"}}
 	g.Eventually(func(g Gomega) v1alpha1.AddressPhase {
 		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(addr), addr)).To(Succeed())
 		return addr.Status.Phase
