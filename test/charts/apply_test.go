@@ -116,6 +116,75 @@ func TestRendersApply(t *testing.T) {
 	t.Run("a namespace admin can claim but cannot write status or cluster-scoped objects", func(t *testing.T) {
 		tenantRoles(ctx, t, cp, c)
 	})
+	t.Run("Cozystack's tenant roles claim through the labels values-cozystack.yaml adds", func(t *testing.T) {
+		cozystackTenantRoles(ctx, t, cp, c)
+	})
+}
+
+// cozystackTenantRoles applies the Cozystack render's claim roles beside
+// two aggregated roles shaped like Cozystack's tenant admin and view (they
+// select ClusterRoles by rbac.cozystack.io labels, not the built-in ones),
+// and checks what each grants once kube-controller-manager folded the
+// claim roles in: the tenant admin creates claims, the tenant viewer lists
+// them and creates none.
+func cozystackTenantRoles(ctx context.Context, t *testing.T, cp *controlplane.ControlPlane, admin client.Client) {
+	const ns = "cozy-tenant-roles"
+	for _, o := range render(t, coreChart, "cozy-address-controller", "-f", "charts/address-controller/values-cozystack.yaml") {
+		if o.GetKind() == "ClusterRole" && strings.Contains(o.GetName(), "-claims-") {
+			if err := admin.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("test-charts"), client.ForceOwnership); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	for user, level := range map[string]string{"cozy-admin": "admin", "cozy-viewer": "view"} {
+		role := "cozy:tenant:" + level
+		if err := admin.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role},
+			AggregationRule: &rbacv1.AggregationRule{ClusterRoleSelectors: []metav1.LabelSelector{
+				{MatchLabels: map[string]string{"rbac.cozystack.io/aggregate-to-tenant-" + level: "true"}}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := admin.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: user},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, Name: user}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as := func(user string) client.Client {
+		c, err := client.New(controlplane.Impersonating(cp.Config, user), client.Options{Scheme: scheme})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	tenant, viewer := as("cozy-admin"), as("cozy-viewer")
+	// Aggregation takes kube-controller-manager a moment.
+	untilAllowed := func(what string, do func() error) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for err := do(); err != nil; err = do() {
+			if !apierrors.IsForbidden(err) || time.Now().After(deadline) {
+				t.Fatalf("%s: %v", what, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	untilAllowed("a Cozystack tenant admin creates a claim", func() error {
+		return tenant.Create(ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+			Spec: v1alpha1.IPAddressClaimSpec{ClassName: "public", Family: v1alpha1.IPv4}})
+	})
+	var claims v1alpha1.IPAddressClaimList
+	untilAllowed("a Cozystack tenant viewer lists claims", func() error { return viewer.List(ctx, &claims, client.InNamespace(ns)) })
+	if len(claims.Items) != 1 {
+		t.Errorf("a Cozystack tenant viewer lists %d claims, want 1", len(claims.Items))
+	}
+	err := viewer.Create(ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"},
+		Spec: v1alpha1.IPAddressClaimSpec{ClassName: "public"}})
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("a Cozystack tenant viewer creates a claim: want Forbidden, got %v", err)
+	}
 }
 
 // isCertManagerWebhook reports whether o is one of the cert-manager

@@ -295,11 +295,17 @@ func TestCoreValues(t *testing.T) {
 			t.Errorf("core args %v lack %s", args, want)
 		}
 	}
-	for _, name := range []string{"address-controller-claims-edit", "address-controller-claims-view"} {
+	for name, label := range map[string]string{
+		"address-controller-claims-edit": "rbac.cozystack.io/aggregate-to-tenant-admin",
+		"address-controller-claims-view": "rbac.cozystack.io/aggregate-to-tenant-view",
+	} {
 		role := find(t, objs, "ClusterRole", name)
 		r := rules(t, role)
 		if len(r) != 1 || !reflect.DeepEqual(r[0].(map[string]any)["resources"], []any{"ipaddressclaims"}) {
 			t.Errorf("%s rules = %v", name, r)
+		}
+		if role.GetLabels()[label] != "true" {
+			t.Errorf("%s labels = %v: Cozystack's tenant roles aggregate by %s", name, role.GetLabels(), label)
 		}
 	}
 
