@@ -14,7 +14,9 @@
 //  2. creates N ConfigMaps with -workers concurrent clients: the raw create
 //     rate of plain objects on this machine, the floor for the rest;
 //  3. static phase: creates an IPAddressClass and N IPAddresses of it
-//     (source fromClass), waits until they are Available, creates N IPv4
+//     (source fromClass), waits until they are Available, takes the floor
+//     again (N more ConfigMaps: how far the host and the control plane
+//     have drifted since, to set beside the phase's time), creates N IPv4
 //     claims and waits (through a watch) until every claim is Bound, lets
 //     the writes settle, and counts the writes from kube-apiserver's
 //     apiserver_request_total and, by client, from its audit log;
@@ -67,6 +69,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -392,9 +395,12 @@ type staticResults struct {
 	// claim seen Bound.
 	bindElapsed time.Duration
 	createTime  time.Duration // creating the N claims
-	timeToBound []time.Duration
-	writes      requests
-	agents      auditCounts
+	// floorElapsed is the time -n ConfigMap creates took just before the
+	// claims, with the phase's addresses in place.
+	floorElapsed time.Duration
+	timeToBound  []time.Duration
+	writes       requests
+	agents       auditCounts
 	// apiServerCPU and managerCPU are the CPU seconds kube-apiserver and
 	// the manager used from just before the first claim create until the
 	// writes settled; negative when unknown.
@@ -405,6 +411,21 @@ type staticResults struct {
 
 // perClaim is the time per claim.
 func (r *staticResults) perClaim() time.Duration { return r.bindElapsed / time.Duration(r.n) }
+
+// floorRow is the summary row that sets a larger phase's growth in time per
+// claim beside the floor's own growth between the two phases (ConfigMap
+// creates taken just before each): how much of it the control plane would
+// show for objects of its own. It is context, not a target.
+func floorRow(base, large *staticResults) (name, value string) {
+	if base.floorElapsed <= 0 || large.floorElapsed <= 0 {
+		return "", ""
+	}
+	grow := large.perClaim().Seconds() / base.perClaim().Seconds()
+	drift := large.floorElapsed.Seconds() / base.floorElapsed.Seconds()
+	return fmt.Sprintf("  the floor beside N = %d, against N = %d's", large.n, base.n),
+		fmt.Sprintf("%.2f × (%s, then %s for the same creates); time per claim ÷ floor %.2f ×",
+			drift, base.floorElapsed.Round(time.Millisecond), large.floorElapsed.Round(time.Millisecond), grow/drift)
+}
 
 // controllerWritesOf are the writes the core and the driver made for the
 // claims, from the audit log: events included; the tenant's and MetalLB's
@@ -449,10 +470,8 @@ type staticPhase struct {
 // measureRaw measures the raw create rate of ConfigMaps: the yardstick.
 func (b *bench) measureRaw(ctx context.Context, res *rawResults) error {
 	n := b.opts.n
-	for _, ns := range []string{configMapNamespace} {
-		if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-			return err
-		}
+	if err := b.ensureNamespace(ctx, configMapNamespace); err != nil {
+		return err
 	}
 	// A fresh API server is slower for its first requests (caches, TLS
 	// sessions, etcd warm-up); warm it up so the raw rate is its steady one.
@@ -466,14 +485,8 @@ func (b *bench) measureRaw(ctx context.Context, res *rawResults) error {
 	if err != nil {
 		return err
 	}
-	res.rawElapsed, err = b.createAll(ctx, n, func(ctx context.Context, i int) error {
-		return b.c.Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: configMapNamespace, Name: fmt.Sprintf("cm-%05d", i)},
-			Data:       map[string]string{"index": fmt.Sprint(i)},
-		})
-	})
-	if err != nil {
-		return fmt.Errorf("creating ConfigMaps: %w", err)
+	if res.rawElapsed, err = b.createConfigMaps(ctx, "cm"); err != nil {
+		return err
 	}
 	rawAfter, err := b.snapshot(ctx)
 	if err != nil {
@@ -483,8 +496,36 @@ func (b *bench) measureRaw(ctx context.Context, res *rawResults) error {
 	return nil
 }
 
-// measureStatic provisions the phase's addresses, then creates its claims
-// and waits until every one is Bound.
+// ensureNamespace creates namespace name unless it exists.
+func (b *bench) ensureNamespace(ctx context.Context, name string) error {
+	err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// createConfigMaps creates -n ConfigMaps named prefix-i with the bench's
+// workers and returns how long they took: the floor at that moment.
+func (b *bench) createConfigMaps(ctx context.Context, prefix string) (time.Duration, error) {
+	if err := b.ensureNamespace(ctx, configMapNamespace); err != nil {
+		return 0, err
+	}
+	took, err := b.createAll(ctx, b.opts.n, func(ctx context.Context, i int) error {
+		return b.c.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: configMapNamespace, Name: fmt.Sprintf("%s-%05d", prefix, i)},
+			Data:       map[string]string{"index": fmt.Sprint(i)},
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("creating ConfigMaps: %w", err)
+	}
+	return took, nil
+}
+
+// measureStatic provisions the phase's addresses, measures the floor again
+// with them in place, then creates its claims and waits until every one is
+// Bound.
 func (b *bench) measureStatic(ctx context.Context, ph staticPhase) (*staticResults, error) {
 	res := &staticResults{n: ph.n}
 	if err := b.c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ph.namespace}}); err != nil {
@@ -494,6 +535,13 @@ func (b *bench) measureStatic(ctx context.Context, ph staticPhase) (*staticResul
 	if res.provisionElapsed, err = b.provision(ctx, ph); err != nil {
 		return nil, err
 	}
+	// The host's speed drifts, and the API server and etcd slow as objects
+	// accumulate: the floor taken beside each phase tells how much of a
+	// phase's time per claim is theirs.
+	if res.floorElapsed, err = b.createConfigMaps(ctx, ph.class); err != nil {
+		return nil, err
+	}
+	say("floor beside this phase: %d ConfigMaps in %s", b.opts.n, res.floorElapsed.Round(time.Millisecond))
 
 	before, err := b.settledSnapshot(ctx)
 	if err != nil {
@@ -841,6 +889,9 @@ func (s *summary) print(w io.Writer) {
 		row(fmt.Sprintf("static binds at N = %d", l.n), fmt.Sprintf("%.0f/s, time per claim %.2f × N = %d's, p50 %s",
 			float64(l.n)/l.bindElapsed.Seconds(), grow, st.n, percentile(l.timeToBound, 0.5).Round(time.Millisecond)),
 			target(grow <= targetGrowth, fmt.Sprintf("time per claim ≤ %.1f ×", targetGrowth)))
+		if name, value := floorRow(st, l); name != "" {
+			row(name, value, "— (context)")
+		}
 	}
 	staticWrites := controllerWritesOf(st.agents) / n
 	row("writes per static claim (core)", fmt.Sprintf("%.2f, and %.0f class status writes in all", staticWrites, classWritesOf(st.agents)),

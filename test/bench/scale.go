@@ -162,6 +162,9 @@ func (r *scaleResults) print(w io.Writer, opts options, limits memoryLimit) {
 	row(fmt.Sprintf("static binds, N = %d", r.static.n), fmt.Sprintf("%.0f/s, %s per claim = %.2f × N = %d's",
 		float64(r.static.n)/r.static.bindElapsed.Seconds(), r.static.perClaim().Round(time.Microsecond), grow, r.base.n),
 		target(grow <= targetGrowth, fmt.Sprintf("≤ %.1f ×", targetGrowth)))
+	if name, value := floorRow(r.base, r.static); name != "" {
+		row(name, value, "— (context)")
+	}
 	row(fmt.Sprintf("manager after %d + %d static claims", r.base.n, r.static.n), r.static.memory.String(), limits.target("manager", r.static.memory))
 	row(fmt.Sprintf("manager after %d plain LoadBalancer Services", sz.services), r.services.manager.String(), limits.target("manager", r.services.manager))
 	d := r.driver
