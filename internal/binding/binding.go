@@ -1,6 +1,7 @@
 package binding
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -30,6 +31,14 @@ func Holds(addr *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim) bool {
 // takes it.
 func PreBound(addr *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim) bool {
 	return Names(addr, claim) && addr.Spec.ClaimRef.UID == "" && addr.Status.Phase != v1alpha1.AddressReleased
+}
+
+// PreBoundIn reports whether the address is a pre-binding to the claim the
+// core accepts once class resolves (contract §4 step 4): of that class and
+// of a family the claim requests. Any other pre-binding is refused, and
+// neither satisfies nor counts toward one of the claim's families.
+func PreBoundIn(addr *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim, class string) bool {
+	return PreBound(addr, claim) && addr.Spec.ClassName == class && slices.Contains(claim.Spec.Family.Families(), Family(addr))
 }
 
 // Family is the family of the address's IP, "" for an invalid one.

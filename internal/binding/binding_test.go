@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 )
@@ -69,6 +70,35 @@ func TestUnreportedFamilies(t *testing.T) {
 	} {
 		if got := fmt.Sprint(UnreportedFamilies(tc.claim)); got != tc.want {
 			t.Errorf("%s: got %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestPreBoundIn: only a pre-binding the core would accept (contract §4
+// step 4) stands for a family; the core refuses the rest, so a driver that
+// counted them would never provision the family.
+func TestPreBoundIn(t *testing.T) {
+	claim := &v1alpha1.IPAddressClaim{Spec: v1alpha1.IPAddressClaimSpec{Family: v1alpha1.IPv4}}
+	claim.Namespace, claim.Name, claim.UID = "tenant", "web", "uid-web"
+	addr := func(ip, class, uid string, phase v1alpha1.AddressPhase) *v1alpha1.IPAddress {
+		return &v1alpha1.IPAddress{
+			Spec:   v1alpha1.IPAddressSpec{Address: ip, ClassName: class, ClaimRef: &v1alpha1.ClaimReference{Namespace: "tenant", Name: "web", UID: types.UID(uid)}},
+			Status: v1alpha1.IPAddressStatus{Phase: phase},
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		addr *v1alpha1.IPAddress
+		want bool
+	}{
+		{"4-4 of the class and a requested family", addr("203.0.113.7", "public", "", ""), true},
+		{"4-4 of another class: refused", addr("203.0.113.7", "private", "", ""), false},
+		{"4-4 of a family the claim does not request: refused", addr("2001:db8::7", "public", "", ""), false},
+		{"4-3 bound with a UID: not a pre-binding", addr("203.0.113.7", "public", "uid-web", ""), false},
+		{"6 Released before it was accepted: waits for an admin", addr("203.0.113.7", "public", "", v1alpha1.AddressReleased), false},
+	} {
+		if got := PreBoundIn(tc.addr, claim, "public"); got != tc.want {
+			t.Errorf("%s: got %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -113,18 +113,22 @@ func Usage(rq *corev1.ResourceQuota, addresses []v1alpha1.IPAddress, charges Cha
 func unsettled(uid types.UID, ch Charge, namespace string, addresses []v1alpha1.IPAddress) []v1alpha1.IPFamily {
 	var out []v1alpha1.IPFamily
 	for _, f := range ch.Families {
-		if !slices.ContainsFunc(addresses, func(a v1alpha1.IPAddress) bool { return names(&a, namespace, ch.Claim, uid) && binding.Family(&a) == f }) {
+		if !slices.ContainsFunc(addresses, func(a v1alpha1.IPAddress) bool { return covers(&a, namespace, ch.Claim, uid, ch.Class, f) }) {
 			out = append(out, f)
 		}
 	}
 	return out
 }
 
-// names reports whether a's claimRef names the claim (bound to its UID or
-// pre-bound to its name).
-func names(a *v1alpha1.IPAddress, namespace, claim string, uid types.UID) bool {
+// covers reports whether a stands for the claim's family f in class: its
+// claimRef names the claim (bound to its UID or pre-bound to its name) and
+// it is of that class. A pre-binding of another class is one the binder
+// refuses (contract §4 step 4): it settles no charge, or the claim would
+// wait for an address nobody provisions.
+func covers(a *v1alpha1.IPAddress, namespace, claim string, uid types.UID, class string, f v1alpha1.IPFamily) bool {
 	ref := a.Spec.ClaimRef
-	return ref != nil && ref.Namespace == namespace && ref.Name == claim && (ref.UID == "" || ref.UID == uid)
+	return ref != nil && ref.Namespace == namespace && ref.Name == claim && (ref.UID == "" || ref.UID == uid) &&
+		a.Spec.ClassName == class && binding.Family(a) == f
 }
 
 // Request is a claim asking to be charged for families of class.
@@ -151,7 +155,7 @@ func Decide(rq *corev1.ResourceQuota, req Request, charges Charges, addresses []
 	var need []v1alpha1.IPFamily
 	for _, f := range req.Families {
 		if !charges.Holds(req.UID, f) && !slices.ContainsFunc(addresses, func(a v1alpha1.IPAddress) bool {
-			return names(&a, rq.Namespace, req.Claim, req.UID) && binding.Family(&a) == f
+			return covers(&a, rq.Namespace, req.Claim, req.UID, req.Class, f)
 		}) {
 			need = append(need, f)
 		}

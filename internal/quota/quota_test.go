@@ -2,6 +2,7 @@ package quota
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -84,6 +85,8 @@ func TestDecide(t *testing.T) {
 		{"7 already charged: nothing", map[corev1.ResourceName]int64{public: 3}, Charges{"uc": {Claim: "c", Class: "public", Families: v4}}, full, Request{"c", "uc", "public", v4}, nil, false},
 		{"8 a waiting charge holds its place", map[corev1.ResourceName]int64{public: 3}, Charges{"ux": {Claim: "x", Class: "public", Families: v4}}, full, Request{"c", "uc", "public", v4}, nil, true},
 		{"9 a family an address names needs no charge", map[corev1.ResourceName]int64{public: 2}, nil, full, Request{"a", "ua", "public", v4}, nil, false},
+		{"10 an address of another class pre-bound to the claim is refused by the binder: charged all the same", map[corev1.ResourceName]int64{public: 3}, nil,
+			append(slices.Clone(full), addr("192.0.2.9", "private", "t", "c", "")), Request{"c", "uc", "public", v4}, v4, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := rq(tc.hard, tc.charges)
@@ -121,7 +124,8 @@ func TestPrune(t *testing.T) {
 		"ug": {Claim: "g", Class: "public", Families: v4},   // claim gone
 		"uw": {Claim: "w", Class: "public", Families: dual}, // half settled, live
 	}
-	addrs := []v1alpha1.IPAddress{addr("192.0.2.1", "public", "t", "a", "ua"), addr("192.0.2.2", "public", "t", "w", "uw")}
+	addrs := []v1alpha1.IPAddress{addr("192.0.2.1", "public", "t", "a", "ua"), addr("192.0.2.2", "public", "t", "w", "uw"),
+		addr("2001:db8::9", "private", "t", "w", "")} // of another class: settles nothing of w's
 	got := Prune(q, charges, addrs, func(uid types.UID) bool { return uid != "ug" })
 	if len(got) != 1 || got["uw"].Claim != "w" {
 		t.Errorf("pruned to %v, want only w's", got)

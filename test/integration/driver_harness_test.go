@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -155,6 +156,13 @@ func (e *env) boundAddresses(claim string, n int) []string {
 		c := e.getClaim(g, claim)
 		g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimBound))
 		g.Expect(c.Status.Addresses).To(HaveLen(n))
+		// 4-8: the class it resolved to is recorded, also when its driver
+		// bound it before its first status was written.
+		g.Expect(c.Status.ClassName).NotTo(BeEmpty(), "status.className")
+		if c.Spec.ClassName != "" {
+			g.Expect(c.Status.ClassName).To(Equal(c.Spec.ClassName), "status.className")
+		}
+		g.Expect(meta.IsStatusConditionTrue(c.Status.Conditions, v1alpha1.ConditionClassResolved)).To(BeTrue(), "ClassResolved")
 		ips = nil
 		for _, a := range c.Status.Addresses {
 			ips = append(ips, a.Address)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	metallbiad "github.com/cozystack/address-controller/internal/driver/metallb"
+	"github.com/cozystack/address-controller/internal/quota"
 	"github.com/cozystack/address-controller/test/metallb"
 )
 
@@ -467,6 +468,27 @@ func TestDriver_7_2_ClaimRecreatedUnderItsName(t *testing.T) {
 	c := e.claimBoundTo("web", nameOf(ip))
 	e.g.Expect(c.UID).To(Equal(fresh.UID))
 	e.placeholderHolds(ip)
+}
+
+// 4-4, 7-2: an address of another class pre-bound to the claim (an
+// administrator's slip, or what a driver of the claim's former class left)
+// is refused by the core, so it holds no family: the family is charged to
+// the namespace's quota and the driver provisions the claim's address
+// around it, instead of both waiting on it for good.
+func TestDriver_7_2_RefusedPreBindingIsProvisionedAround(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/32"), v1alpha1.ReclaimDelete)
+	e.createQuota("addresses", map[corev1.ResourceName]int64{quota.ClassKey(class): 1})
+	other := e.class("other")
+	e.createClass(other)
+	e.createAddress(e.v4(8), other, preBound(e.ns, "web"))
+	e.createClaim("web", class)
+	e.g.Expect(e.boundAddresses("web", 1)).To(Equal([]string{e.v4(0)}))
+	e.placeholderHolds(e.v4(0))
+	e.eventually(func(g Gomega) {
+		g.Expect(e.events(g, "web", v1alpha1.ReasonPreBindingRefused)).NotTo(BeEmpty())
+		g.Expect(e.getAddress(g, nameOf(e.v4(8))).Spec.ClaimRef.UID).To(BeEmpty())
+	})
 }
 
 // Issue 11 defect 1: a slip in a class's parameters — an unknown key, a

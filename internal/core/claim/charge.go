@@ -37,7 +37,7 @@ func (r *Reconciler) charge(ctx context.Context, s *snapshot) (string, error) {
 	named := map[v1alpha1.IPFamily]bool{}
 	for i := range s.addresses {
 		a := &s.addresses[i]
-		if f := binding.Family(a); binding.Holds(a, claim) || binding.PreBound(a, claim) || rebindable(a, claim, class, f) {
+		if f := binding.Family(a); binding.Holds(a, claim) || binding.PreBoundIn(a, claim, class.Name) || rebindable(a, claim, class, f) {
 			named[f] = true
 		}
 	}

@@ -113,3 +113,33 @@ func TestExcessReleasedOnlyOnTheCurrentClaim(t *testing.T) {
 		}
 	}
 }
+
+// deletions records the names a Reconciler deletes through it.
+type deletions struct {
+	client.Client
+	names []string
+}
+
+func (d *deletions) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	d.names = append(d.names, obj.GetName())
+	return d.Client.Delete(ctx, obj, opts...)
+}
+
+// 6-2: an auto-claim deleted a moment after its driver created its address,
+// which has yet to reach this binder's cache. Letting the claim go on that
+// cache would leave the address to its own reclaimPolicy (Retain: Released,
+// kept out of the pool for good); the reclaim is decided on what the API
+// server shows, and the address goes with the claim.
+func TestReclaimDecidedOnTheAPIServersAddresses(t *testing.T) {
+	claim := newClaim("web", withClass("public"), withStatusClass("public"), ownedByController, deleting)
+	addr := newAddress("203.0.113.1", "public", boundTo(claim)) // Retain
+	class := newClass("public")
+	cache, live := fakes(t, objects(claim, &class), objects(claim, &class, &addr))
+	d := &deletions{Client: cache}
+	if _, err := reconciler(d, live).Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(claim)}); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.names) != 1 || d.names[0] != addr.Name {
+		t.Errorf("deleted %v, want [%s]", d.names, addr.Name)
+	}
+}

@@ -129,9 +129,30 @@ func decide(s snapshot) plan {
 		matched, wait = p.match(s, res.class, missing) // [4-7]
 		bound = append(bound, matched...)
 	}
+	if res == nil && claim.Status.ClassName == "" {
+		res = unrecorded(s.class, bound) // [4-8]
+	}
 	p.setStatus(s, bound, res, wait) // [4-8]
 	p.deferFirstWait(s, wait)
 	return p
+}
+
+// unrecorded is the resolution of a claim its driver bound before any
+// status of it was written (the pass that resolved its class deferred its
+// first status): status.className is still to be recorded. It is recorded
+// only when it is the class every bound address is of — a class deleted or
+// a default moved since says nothing of this binding, and a bound claim is
+// never put in doubt by its class.
+func unrecorded(r resolution, bound []v1alpha1.IPAddress) *resolution {
+	if r.class == nil || len(bound) == 0 {
+		return nil
+	}
+	for i := range bound {
+		if bound[i].Spec.ClassName != r.class.Name {
+			return nil
+		}
+	}
+	return &r
 }
 
 // collect returns the addresses bound to the claim (claimRef with its UID)
@@ -493,9 +514,12 @@ func conditionsEqual(a, b []metav1.Condition) bool {
 // reports, or it releases an excess binding (which of two bindings to keep
 // is read from the claim's status — two binders on caches of different
 // ages each released the other's). Such a plan is decided again on what
-// the API server shows.
+// the API server shows. So is every plan that lets a deleted claim go: an
+// address its driver created a moment ago, not yet in the cache, would
+// outlive the claim and fall to its own reclaimPolicy instead of the
+// claim's reclaim (an auto-claim's addresses go whatever their policy).
 func unsure(claim *v1alpha1.IPAddressClaim, p plan) bool {
-	if p.status != nil && degrades(claim.Status, *p.status) {
+	if p.removeFinalizer || p.status != nil && degrades(claim.Status, *p.status) {
 		return true
 	}
 	return slices.ContainsFunc(p.bind, func(a *v1alpha1.IPAddress) bool { return a.Spec.ClaimRef == nil })

@@ -169,6 +169,28 @@ func TestDecide(t *testing.T) {
 			want:      outcome{phase: v1alpha1.ClaimBound, className: "gone", addresses: []string{"ip-203-0-113-7"}, bound: v1alpha1.ReasonBound},
 		},
 		{
+			name:      "4-8 a claim its driver bound before its first status records the class it resolved to",
+			claim:     claim,
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", boundTo(claim))},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want: outcome{phase: v1alpha1.ClaimBound, className: "public", addresses: []string{"ip-203-0-113-7"},
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonBound},
+		},
+		{
+			name:      "4-8 ...but not a class its addresses are not of (the default moved since)",
+			claim:     claim,
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "private", boundTo(claim))},
+			classes:   []v1alpha1.IPAddressClass{public, private},
+			want:      outcome{phase: v1alpha1.ClaimBound, addresses: []string{"ip-203-0-113-7"}, bound: v1alpha1.ReasonBound},
+		},
+		{
+			name:      "4-8 ...nor a class that no longer resolves",
+			claim:     newClaim("web", withClass("gone")),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "gone", boundTo(claim))},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want:      outcome{phase: v1alpha1.ClaimBound, addresses: []string{"ip-203-0-113-7"}, bound: v1alpha1.ReasonBound},
+		},
+		{
 			name:      "4-5 a Lost address keeps its family: no second address is bound",
 			claim:     newClaim("web", withStatusClass("public"), withPhase(v1alpha1.ClaimBound)),
 			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", boundTo(claim), inPhase(v1alpha1.AddressLost)), newAddress("203.0.113.8", "public")},

@@ -263,7 +263,7 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) (recheck time.Dura
 		return 0, err
 	}
 	for i := range named.Items {
-		if a := &named.Items[i]; binding.Holds(a, s.claim) || binding.PreBound(a, s.claim) {
+		if a := &named.Items[i]; binding.Holds(a, s.claim) || binding.PreBoundIn(a, s.claim, s.class.Name) {
 			s.has[binding.Family(a)] = true
 		}
 	}
