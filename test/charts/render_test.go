@@ -93,6 +93,20 @@ func TestOneImageTwoBinaries(t *testing.T) {
 	}
 }
 
+// A mirror's reference, by digest, given whole as image (as a package's
+// single image value passes it) is run as it is, in either chart.
+func TestImageAsOneReference(t *testing.T) {
+	const ref = "mirror.example/cozystack/address-controller:main-90e65ca@sha256:74e4c7cf63f730ebe61527fdcd2b06e1bca2c383a66522dd4734aab9e66a9331"
+	for chart, ns := range map[string]string{coreChart: coreNS, driverChart: driverNS} {
+		containers, _, _ := unstructured.NestedSlice(find(t, render(t, chart, ns, "--set", "image="+ref), "Deployment", chart).Object,
+			"spec", "template", "spec", "containers")
+		c := containers[0].(map[string]any)
+		if c["image"] != ref || c["imagePullPolicy"] != nil {
+			t.Errorf("%s runs %v (pull policy %v), want %s as given", chart, c["image"], c["imagePullPolicy"], ref)
+		}
+	}
+}
+
 // rules returns an object's rules field.
 func rules(t *testing.T, o *unstructured.Unstructured) []any {
 	t.Helper()
@@ -280,6 +294,26 @@ func TestServicePinsValues(t *testing.T) {
 	}
 	for _, kind := range []string{"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
 		find(t, objs, kind, "metallb-iad-class-parameters")
+	}
+
+	// A list of usernames adds to the driver's own ServiceAccount: naming
+	// an operator's bot must not lock the driver out of its own pins. With
+	// vapOnly the release runs no driver, and the list is all.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--set", "admissionPolicy.allowedUsernames={ops-bot}"}, "system:serviceaccount:cozy-metallb-iad:metallb-iad\nops-bot\n"},
+		{[]string{"--set", "admissionPolicy.allowedUsernames={system:serviceaccount:cozy-metallb-iad:metallb-iad,ops-bot}"},
+			"system:serviceaccount:cozy-metallb-iad:metallb-iad\nops-bot\n"},
+		{[]string{"--set", "vapOnly=true,admissionPolicy.allowedUsernames={system:serviceaccount:elsewhere:metallb-iad}"},
+			"system:serviceaccount:elsewhere:metallb-iad\n"},
+	} {
+		objs := render(t, driverChart, "cozy-metallb-iad", append([]string{"-f", "charts/metallb-iad/values-cozystack.yaml"}, tc.args...)...)
+		got, _, _ := unstructured.NestedString(find(t, objs, "ConfigMap", "metallb-iad-service-pins").Object, "data", "allowedUsernames")
+		if got != tc.want {
+			t.Errorf("%v: allowedUsernames = %q, want %q", tc.args, got, tc.want)
+		}
 	}
 }
 

@@ -75,3 +75,16 @@ matchConditions:
   - name: not-the-core
     expression: request.userInfo.username != "system:serviceaccount:{{ .Release.Namespace }}:{{ include "address-controller.serviceAccountName" . }}"
 {{- end }}
+
+{{/*
+The container image: a whole reference when image is a string (a mirror's,
+by digest, as a package's single image value gives it), else
+repository:tag, the tag defaulting to the chart's appVersion.
+*/}}
+{{- define "address-controller.image" -}}
+{{- if kindIs "string" .Values.image -}}
+{{- .Values.image -}}
+{{- else -}}
+{{- .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion -}}
+{{- end -}}
+{{- end }}

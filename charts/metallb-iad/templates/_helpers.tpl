@@ -21,3 +21,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "metallb-iad.serviceAccountName" -}}
 {{- .Values.serviceAccount.name | default (include "metallb-iad.fullname" .) -}}
 {{- end -}}
+
+{{/*
+The container image: a whole reference when image is a string (a mirror's,
+by digest, as a package's single image value gives it), else
+repository:tag, the tag defaulting to the chart's appVersion.
+*/}}
+{{- define "metallb-iad.image" -}}
+{{- if kindIs "string" .Values.image -}}
+{{- .Values.image -}}
+{{- else -}}
+{{- .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion -}}
+{{- end -}}
+{{- end }}

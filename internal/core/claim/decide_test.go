@@ -546,3 +546,35 @@ func TestDecideDefersTheFirstWaitForProvisioning(t *testing.T) {
 		})
 	}
 }
+
+// TestReleasedMessage: the Released event and condition say what becomes
+// of the address, as its class and the held annotation decide (5-7).
+func TestReleasedMessage(t *testing.T) {
+	claim := newClaim("web")
+	plain := newClass("public")
+	delayed := newClass("public", func(c *v1alpha1.IPAddressClass) { c.Spec.ReleaseDelay = &metav1.Duration{Duration: time.Hour} })
+	kept := newClass("public", func(c *v1alpha1.IPAddressClass) { c.Spec.KeepReleasedInNamespace = true })
+	addr := newAddress("203.0.113.7", "public")
+	heldAddr := newAddress("203.0.113.7", "public", func(a *v1alpha1.IPAddress) {
+		a.Annotations = map[string]string{v1alpha1.AnnotationHeld: "true"}
+	})
+	const head = "claim tenant/web was deleted; the address is retained"
+	for _, tc := range []struct {
+		name  string
+		addr  v1alpha1.IPAddress
+		class *v1alpha1.IPAddressClass
+		want  string
+	}{
+		{"6-1 no delay: an admin's", addr, &plain, head + " until an admin clears spec.claimRef or deletes it"},
+		{"6-1 the class gone: an admin's", addr, nil, head + " until an admin clears spec.claimRef or deletes it"},
+		{"5-7 a releaseDelay: back in the pool after it", addr, &delayed,
+			head + " and returns to the pool 1h0m0s after its release unless an admin clears spec.claimRef or deletes it first"},
+		{"5-7 held: exempt from the delay", heldAddr, &delayed, head + " until an admin clears spec.claimRef or deletes it"},
+		{"6-2 kept in the namespace", addr, &kept,
+			head + " for the next claim in namespace tenant that asks for its class, until an admin clears spec.claimRef or deletes it"},
+	} {
+		if got := releasedMessage(claim, &tc.addr, tc.class); got != tc.want {
+			t.Errorf("%s:\n got %q\nwant %q", tc.name, got, tc.want)
+		}
+	}
+}

@@ -38,15 +38,29 @@ func decideReclaim(s snapshot) plan {
 		case owned || a.Spec.ReclaimPolicy == v1alpha1.ReclaimDelete:
 			p.remove = append(p.remove, a)
 		case a.Status.Phase == v1alpha1.AddressConflict || a.Status.Phase == v1alpha1.AddressLost:
-		case binding.SetPhase(&a.Status, v1alpha1.AddressReleased, releasedMessage(claim), s.now):
+		case binding.SetPhase(&a.Status, v1alpha1.AddressReleased, releasedMessage(claim, a, s.class.class), s.now):
 			p.release = append(p.release, a)
-			p.events = append(p.events, recorder.Normal(a, v1alpha1.ReasonReleased, "%s", releasedMessage(claim)))
+			p.events = append(p.events, recorder.Normal(a, v1alpha1.ReasonReleased, "%s", releasedMessage(claim, a, s.class.class)))
 		}
 	}
 	p.removeFinalizer = true
 	return p
 }
 
-func releasedMessage(claim *v1alpha1.IPAddressClaim) string {
-	return "claim " + claim.Namespace + "/" + claim.Name + " was deleted; the address is retained until an admin clears spec.claimRef or deletes it"
+// releasedMessage says what becomes of a Released address: an admin's to
+// clear or delete, back in the pool after its class's releaseDelay (5-7)
+// unless it is held, and open to the namespace's next claim in a class
+// that keeps Released addresses there.
+func releasedMessage(claim *v1alpha1.IPAddressClaim, a *v1alpha1.IPAddress, class *v1alpha1.IPAddressClass) string {
+	msg := "claim " + claim.Namespace + "/" + claim.Name + " was deleted; the address is retained"
+	if class == nil || class.Name != a.Spec.ClassName {
+		return msg + " until an admin clears spec.claimRef or deletes it"
+	}
+	if class.Spec.KeepReleasedInNamespace {
+		msg += " for the next claim in namespace " + claim.Namespace + " that asks for its class,"
+	}
+	if d := class.Spec.ReleaseDelay; d != nil && a.Annotations[v1alpha1.AnnotationHeld] != "true" {
+		return msg + " and returns to the pool " + d.Duration.String() + " after its release unless an admin clears spec.claimRef or deletes it first"
+	}
+	return msg + " until an admin clears spec.claimRef or deletes it"
 }
