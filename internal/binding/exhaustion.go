@@ -50,12 +50,21 @@ func CountAddresses(addrs []v1alpha1.IPAddress) []v1alpha1.FamilyAddresses {
 // (status.capacity), else the core's count of its IPAddress objects
 // (status.addresses). known is false when neither says anything of f.
 func Left(class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) (left, total int64, known bool) {
-	for _, c := range class.Status.Capacity {
+	if left, total, ok := DriverCapacity(class, f); ok {
+		return left, total, true
+	}
+	for _, c := range class.Status.Addresses {
 		if c.Family == f {
 			return c.Available, c.Total, true
 		}
 	}
-	for _, c := range class.Status.Addresses {
+	return 0, 0, false
+}
+
+// DriverCapacity is a driver's own count of family f of class's range
+// (status.capacity): ok is false when the driver reports none.
+func DriverCapacity(class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) (left, total int64, ok bool) {
+	for _, c := range class.Status.Capacity {
 		if c.Family == f {
 			return c.Available, c.Total, true
 		}

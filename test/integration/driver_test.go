@@ -491,6 +491,23 @@ func TestDriver_7_2_RefusedPreBindingIsProvisionedAround(t *testing.T) {
 	})
 }
 
+// 4-6/4-8/7.1: a claim naming no class, of a default MetalLB class and
+// created where no webhook names it, is served as soon as the core has
+// resolved it: the driver learns its class from status.className, so the
+// core writes that status at once rather than waiting for the driver.
+func TestDriver_7_1_ClaimOfTheDefaultClassNamingNone(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/32"), v1alpha1.ReclaimDelete)
+	obj := &v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: class}}
+	e.update(obj, func() { asDefault(obj) })
+	e.eventually(func(g Gomega) {
+		g.Expect(meta.IsStatusConditionTrue(e.getClass(g, class).Status.Conditions, v1alpha1.ConditionReady)).To(BeTrue())
+	}, "the driver serves the class")
+	e.createClaim("web", "")
+	e.g.Expect(e.boundAddresses("web", 1)).To(Equal([]string{e.v4(0)}))
+	e.g.Expect(e.getClaim(e.g, "web").Status.ClassName).To(Equal(class))
+}
+
 // Issue 11 defect 1: a slip in a class's parameters — an unknown key, a
 // misspelt pool — or the class removed by force refuses the class (no new
 // addresses, Ready=False PoolRefused, its Pending claims say why) but takes

@@ -86,6 +86,9 @@ func (p *plan) deferFirstWait(s snapshot, wait waiting) {
 	if p.status == nil || wait.reason != v1alpha1.ReasonWaitingForProvisioning || s.claim.Status.Phase != "" || len(p.events) > 0 {
 		return
 	}
+	if s.claim.Spec.ClassName == "" {
+		return // its driver learns the class it resolved to from this status (status.className)
+	}
 	grace := provisionGrace
 	if class := s.class.class; class != nil && meta.IsStatusConditionTrue(class.Status.Conditions, v1alpha1.ConditionReady) {
 		grace = readyGrace
@@ -112,11 +115,12 @@ func decide(s snapshot) plan {
 	if len(preBound) > 0 || len(binding.MissingFamilies(claim, held)) > 0 {
 		res = &s.class // [4-6]
 	}
-	bound = append(bound, p.acceptPreBindings(claim, res, preBound, held)...) // [4-4]
+	accepted := p.acceptPreBindings(claim, res, preBound, held) // [4-4]
+	bound = append(bound, accepted...)
 	held = families(bound)
 	missing := binding.MissingFamilies(claim, held) // [4-5]
-	if res != nil && res.class != nil && len(missing) > 0 {
-		p.stamp(claim, res.class) // [4-6]
+	if res != nil && res.class != nil && (len(missing) > 0 || len(accepted) > 0) {
+		p.stamp(claim, res.class) // [4-6]: also when accepted pre-bindings alone complete it
 	}
 	var wait waiting
 	switch {
@@ -305,13 +309,30 @@ func whyWaiting(s snapshot, class *v1alpha1.IPAddressClass, families []string) w
 			class.Spec.Provisioner, class.Name, c.Reason, c.Message)}
 	}
 	for _, f := range families {
-		if pl := s.line[v1alpha1.IPFamily(f)]; binding.Exhausted(class, v1alpha1.IPFamily(f)) || !pl.served() {
+		if pl := s.line[v1alpha1.IPFamily(f)]; outOfAddresses(class, v1alpha1.IPFamily(f), pl) {
 			return waiting{v1alpha1.ReasonClassExhausted, fmt.Sprintf("%s waiting for %s in class %s: no %s address is left to bind",
 				ordinal(pl.ahead+1), f, class.Name, f)}
 		}
 	}
 	return waiting{v1alpha1.ReasonWaitingForProvisioning, fmt.Sprintf("waiting for provisioner %s to provision %s in class %q",
 		class.Spec.Provisioner, strings.Join(families, " and "), class.Name)}
+}
+
+// outOfAddresses reports whether a claim at place pl waits because its
+// class has no address of f left for it. Where the driver counts its range
+// (status.capacity), that is fewer left than the claims ahead and this one:
+// claims in line behind a driver with room are only waiting for it to
+// provision. Otherwise, from the class's own addresses: none left, or the
+// Available ones go to older claims. A class with no address of f at all
+// is not exhausted: its claims wait for a driver, however many there are.
+func outOfAddresses(class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily, pl place) bool {
+	if left, total, ok := binding.DriverCapacity(class, f); ok {
+		return total > 0 && left <= int64(pl.ahead)
+	}
+	if _, total, known := binding.Left(class, f); !known || total == 0 {
+		return false
+	}
+	return binding.Exhausted(class, f) || !pl.served()
 }
 
 // place is a claim's place in the line for a family of its class: ahead

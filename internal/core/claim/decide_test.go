@@ -113,11 +113,11 @@ func TestDecide(t *testing.T) {
 				addresses: []string{"ip-203-0-113-9"}, bound: v1alpha1.ReasonBound, events: []string{"Warning ExcessBindingReleased"}},
 		},
 		{
-			name:      "4-4 accepts a driver's pre-binding by writing the claim's UID",
+			name:      "4-4 accepts a driver's pre-binding by writing the claim's UID, and 4-6 stamps the claim even so",
 			claim:     claim,
 			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", preBoundTo(claim))},
 			classes:   []v1alpha1.IPAddressClass{public},
-			want: outcome{bind: []string{"ip-203-0-113-7 -> tenant/web uid-web"}, phase: v1alpha1.ClaimBound, className: "public",
+			want: outcome{stamp: "p.example.com/public", bind: []string{"ip-203-0-113-7 -> tenant/web uid-web"}, phase: v1alpha1.ClaimBound, className: "public",
 				addresses: []string{"ip-203-0-113-7"}, classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonBound},
 		},
 		{
@@ -461,7 +461,15 @@ func TestDecide(t *testing.T) {
 // enough addresses are left for them and for it, and says where it stands;
 // a full class and a refused one say so.
 func TestLine(t *testing.T) {
-	class := newClass("public", asDefault)
+	counted := func(c *v1alpha1.IPAddressClass) {
+		c.Status.Addresses = []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 3, Bound: 2, Available: 1}}
+	}
+	class := newClass("public", asDefault, counted)
+	room := func(available int64) func(*v1alpha1.IPAddressClass) {
+		return func(c *v1alpha1.IPAddressClass) {
+			c.Status.Capacity = []v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv4, Total: 16, Allocated: 16 - available, Available: available}}
+		}
+	}
 	free := []v1alpha1.IPAddress{newAddress("203.0.113.1", "public")}
 	for _, tc := range []struct {
 		name   string
@@ -473,6 +481,12 @@ func TestLine(t *testing.T) {
 		{"4-7 nobody ahead: binds", class, place{available: -1}, "ip-203-0-113-1", v1alpha1.ReasonBound},
 		{"4-7 one ahead, one left: waits, 2nd", class, place{ahead: 1, available: 1}, "", v1alpha1.ReasonClassExhausted},
 		{"4-7 one ahead, two left: binds", class, place{ahead: 1, available: 2}, "ip-203-0-113-1", v1alpha1.ReasonBound},
+		{"4-7 in line in a class with no address counted: its driver is to provision", newClass("public", asDefault),
+			place{ahead: 1, available: 0}, "", v1alpha1.ReasonWaitingForProvisioning},
+		{"4-7 in line behind a driver with room for all: its driver is to provision", newClass("public", asDefault, counted, room(3)),
+			place{ahead: 2, available: 0}, "", v1alpha1.ReasonWaitingForProvisioning},
+		{"4-7 in line behind a driver with room only for those ahead: exhausted", newClass("public", asDefault, room(2)),
+			place{ahead: 2, available: 0}, "", v1alpha1.ReasonClassExhausted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSnapshot(newClaim("web"), free, []v1alpha1.IPAddressClass{tc.class}, now)
@@ -501,6 +515,9 @@ func TestLine(t *testing.T) {
 	if got := summarize(newClaim("web"), decide(newSnapshot(newClaim("web"), nil, []v1alpha1.IPAddressClass{full}, now))); got.bound != v1alpha1.ReasonClassExhausted {
 		t.Errorf("a full class: %s", got.bound)
 	}
+	if got := summarize(newClaim("web"), decide(newSnapshot(newClaim("web"), nil, []v1alpha1.IPAddressClass{newClass("public", asDefault, room(0))}, now))); got.bound != v1alpha1.ReasonClassExhausted {
+		t.Errorf("a driver's range used up: %s", got.bound)
+	}
 }
 
 func TestOrdinal(t *testing.T) {
@@ -525,14 +542,19 @@ func TestDecideDefersTheFirstWaitForProvisioning(t *testing.T) {
 		age     time.Duration
 		written bool
 		grace   time.Duration
+		unnamed bool // spec.className left empty, as without the webhook
 	}{
-		{"4-8 a claim one second old: no status yet, a pass after the grace", public, time.Second, false, provisionGrace},
-		{"4-8 a claim past the grace: Pending, WaitingForProvisioning", public, provisionGrace + time.Second, true, provisionGrace},
-		{"4-8 a class its driver reported Ready: a longer grace, the driver is working through a burst", ready, provisionGrace + time.Second, false, readyGrace},
-		{"4-8 ...and past it: Pending, WaitingForProvisioning", ready, readyGrace, true, readyGrace},
+		{"4-8 a claim one second old: no status yet, a pass after the grace", public, time.Second, false, provisionGrace, false},
+		{"4-8 a claim past the grace: Pending, WaitingForProvisioning", public, provisionGrace + time.Second, true, provisionGrace, false},
+		{"4-8 a class its driver reported Ready: a longer grace, the driver is working through a burst", ready, provisionGrace + time.Second, false, readyGrace, false},
+		{"4-8 ...and past it: Pending, WaitingForProvisioning", ready, readyGrace, true, readyGrace, false},
+		{"4-8 a claim naming no class: written at once, its driver reads the class from status.className", ready, time.Second, true, readyGrace, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			claim := newClaim("web", func(c *v1alpha1.IPAddressClaim) { c.CreationTimestamp = metav1.NewTime(now.Add(-tc.age)) })
+			if !tc.unnamed {
+				claim.Spec.ClassName = "public" // as the webhook defaults it
+			}
 			p := decide(newSnapshot(claim, nil, []v1alpha1.IPAddressClass{tc.class}, now))
 			if written := p.status != nil; written != tc.written {
 				t.Fatalf("status written = %v, want %v", written, tc.written)
