@@ -66,6 +66,9 @@ type driverResults struct {
 	floorElapsed, floorCreateTime time.Duration
 	floorTimes                    []time.Duration
 	floorWrites                   requests
+	// floorAPIServerCPU is kube-apiserver's CPU seconds over the floor;
+	// negative when unknown.
+	floorAPIServerCPU float64
 	// driverReady runs from the driver's start to its class being Ready.
 	driverReady time.Duration
 	// boundElapsed and heldElapsed run from the first claim create to the
@@ -272,6 +275,7 @@ func (b *bench) floor(ctx context.Context, res *driverResults) error {
 		return err
 	}
 	res.floorWrites = after.writes.since(before.writes)
+	res.floorAPIServerCPU = cpuDelta(before.cpu, after.cpu)
 
 	say("deleting the floor's Services")
 	if _, err := b.createAll(ctx, n, func(ctx context.Context, i int) error {
@@ -512,6 +516,8 @@ func (r *driverResults) print(w io.Writer, opts options) {
 		"p99 "+percentile(r.floorTimes, 0.99).Round(time.Millisecond).String())
 	row("MetalLB floor: API writes per Service", fmt.Sprintf("%.3f", floorTotal/n),
 		fmt.Sprintf("%.3f without the %d creates", (floorTotal-n)/n, r.n))
+	row("MetalLB floor: CPU per Service, kube-apiserver", cpuPer(r.floorAPIServerCPU, n),
+		"its process_cpu_seconds_total over the floor: the API server's share of MetalLB's own work")
 	row("driver: all claims Bound", r.boundElapsed.Round(time.Millisecond).String(),
 		fmt.Sprintf("%.2f × floor; %s (creates took %s)", boundOfFloor,
 			target(boundOfFloor <= targetBoundOfFloor, fmt.Sprintf("target ≤ %.1f × floor", targetBoundOfFloor)), r.createTime.Round(time.Millisecond)))
@@ -523,9 +529,12 @@ func (r *driverResults) print(w io.Writer, opts options) {
 		"p99 "+percentile(r.timeToHeld, 0.99).Round(time.Millisecond).String()+", to the claim's placeholder seen with its IP in status")
 	row("API writes per claim, all", fmt.Sprintf("%.3f", total/n),
 		fmt.Sprintf("%.0f mutating requests: the %d claim creates, the controllers', MetalLB's, events", total, r.n))
+	// The writes target counts the core's and the driver's writes
+	// only; the summary judges it. This row is the whole load.
 	row("API writes per claim, without the creates", fmt.Sprintf("%.3f", system/n),
-		target(system/n <= targetDriverWritesPerClaim, fmt.Sprintf("target ≤ %.0f, MetalLB's and events included", targetDriverWritesPerClaim)))
-	row("CPU per claim, kube-apiserver", cpuPer(r.apiServerCPU, n), "its process_cpu_seconds_total over the claim phase")
+		"MetalLB's, the API server's own and events included (the target counts the core's and the driver's: see the summary)")
+	row("CPU per claim, kube-apiserver", cpuPer(r.apiServerCPU, n),
+		"its process_cpu_seconds_total over the claim phase: the floor's work for the placeholders and the binding's on the same cores")
 	row("CPU per claim, manager", cpuPer(r.managerCPU, n), "from /proc over the claim phase")
 	row("CPU per claim, metallb-iad", cpuPer(r.driverCPU, n), "from /proc over the claim phase")
 	row("CPU per claim, metallb-controller", cpuPer(r.metallbCPU, n), "from /proc over the claim phase")

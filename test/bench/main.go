@@ -907,6 +907,13 @@ func (s *summary) print(w io.Writer) {
 			target(bound <= targetBoundOfFloor, fmt.Sprintf("≤ %.1f × floor", targetBoundOfFloor)))
 		row("driver path: all held in MetalLB's books", fmt.Sprintf("%s = %.2f × floor", d.heldElapsed.Round(100*time.Millisecond), held),
 			target(held <= targetHeldOfFloor, fmt.Sprintf("≤ %.1f × floor", targetHeldOfFloor)))
+		if d.floorAPIServerCPU > 0 && d.apiServerCPU > 0 {
+			// Both paths wait on the API server: the held phase's CPU
+			// beside the floor's says how much of its time is the
+			// binding's work added to MetalLB's.
+			row("  kube-apiserver CPU beside it, against the floor's", fmt.Sprintf("%s per claim, %s per floor Service: %.2f ×",
+				cpuPer(d.apiServerCPU, n), cpuPer(d.floorAPIServerCPU, n), d.apiServerCPU/d.floorAPIServerCPU), "— (context)")
+		}
 		dw := controllerWritesOf(d.agents) / n
 		row("writes per driver claim (core + driver)", fmt.Sprintf("%.2f, and %.0f class status writes in all", dw, classWritesOf(d.agents)),
 			target(dw <= targetDriverWritesPerClaim, fmt.Sprintf("≤ %.0f", targetDriverWritesPerClaim)))
