@@ -13,4 +13,7 @@
 // Each walks the cache's own objects without copying them, for readers
 // that look at every object (metrics, the used set of a pool): a list from
 // the cache copies each object into a fresh slice on every call.
+//
+// NewInformer leaves out the namespace index of the cluster-scoped kinds,
+// which would file every address under one key no reader asks for.
 package cachetrim

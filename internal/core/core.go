@@ -59,6 +59,7 @@ func CacheOptions(opts Options) cache.Options {
 		// managedFields are never read, and often the largest part of an
 		// object; an update without them leaves them as they are.
 		DefaultTransform: cache.TransformStripManagedFields(),
+		NewInformer:      cachetrim.NewInformer,
 		ByObject: map[client.Object]cache.ByObject{
 			// Tens of thousands of each at a /16: their repeated strings
 			// are shared.

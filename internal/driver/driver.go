@@ -69,6 +69,7 @@ func CacheOptions(opts Options) cache.Options {
 		// addresses share their repeated strings; another provisioner's
 		// claims and addresses are kept only in outline.
 		DefaultTransform: cache.TransformStripManagedFields(),
+		NewInformer:      cachetrim.NewInformer,
 		ByObject: map[client.Object]cache.ByObject{
 			&v1alpha1.IPAddressClaim{}: {Transform: claims},
 			&v1alpha1.IPAddress{}:      {Transform: addresses},

@@ -254,6 +254,14 @@ func (b *bench) floor(ctx context.Context, res *driverResults) error {
 	defer assigned.Close()
 
 	say("MetalLB floor: creating %d pinned LoadBalancer Services with %d workers", n, b.opts.workers)
+	apiProfiled := make(chan struct{})
+	go func() {
+		defer close(apiProfiled)
+		// The first seconds, where the driver path falls behind the
+		// floor: set beside the driver claims' profile of the same span.
+		b.profileAPIServer(ctx, heldProfileSeconds, "floor-cpu")
+	}()
+	defer func() { <-apiProfiled }()
 	ips := addressesFrom(floorFirstIP, n)
 	created := make([]time.Time, n)
 	res.floorCreateTime, err = b.createAll(ctx, n, func(ctx context.Context, i int) error {
@@ -285,6 +293,10 @@ func (b *bench) floor(ctx context.Context, res *driverResults) error {
 	}
 	return b.waitGone(ctx, floorNamespace)
 }
+
+// heldProfileSeconds is how long the API server is profiled from the first
+// create of the floor and of the driver claims, with -pprof.
+const heldProfileSeconds = 15
 
 func floorServiceName(i int) string { return fmt.Sprintf("lb-%05d", i) }
 
@@ -397,6 +409,12 @@ func (b *bench) driverClaims(ctx context.Context, res *driverResults, driver, me
 		b.profile(ctx, driver, "profile?seconds=20", "driver-cpu")
 	}()
 	defer func() { <-profiled }()
+	apiProfiled := make(chan struct{})
+	go func() {
+		defer close(apiProfiled)
+		b.profileAPIServer(ctx, heldProfileSeconds, "driver-cpu")
+	}()
+	defer func() { <-apiProfiled }()
 	created, took, err := b.createClaims(ctx, n, driverClaimNamespace, driverClassName)
 	if err != nil {
 		return fmt.Errorf("creating driver claims: %w", err)
