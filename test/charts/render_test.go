@@ -181,12 +181,17 @@ func TestRolesHaveNoWildcardsOrSecrets(t *testing.T) {
 }
 
 // The charts' webhooks are config/webhook/manifests.yaml's but for
-// clientConfig, which names the chart's Service, and the validating ones'
-// matchConditions, which spare the core's own ServiceAccount.
+// clientConfig, which names the chart's Service, the validating ones'
+// matchConditions, which spare the core's own ServiceAccount, and the
+// address defaulter's, which spares an address that carries the
+// protection finalizer already.
 func TestWebhooksMatchGenerated(t *testing.T) {
 	notTheCore := []any{map[string]any{
 		"name":       "not-the-core",
 		"expression": `request.userInfo.username != "system:serviceaccount:` + coreNS + `:address-controller"`,
+	}}
+	lacksProtection := []any{map[string]any{
+		"name": controlplane.LacksProtection.Name, "expression": controlplane.LacksProtection.Expression,
 	}}
 	objs := render(t, coreChart, coreNS)
 	generated, err := decode(readFile(t, "config/webhook/manifests.yaml"))
@@ -214,9 +219,16 @@ func TestWebhooksMatchGenerated(t *testing.T) {
 			}
 			delete(g, "clientConfig")
 			delete(w, "clientConfig")
-			if want.GetKind() == "ValidatingWebhookConfiguration" {
-				if !reflect.DeepEqual(g["matchConditions"], notTheCore) {
-					t.Errorf("%s: matchConditions = %v, want %v", g["name"], g["matchConditions"], notTheCore)
+			var conditions any
+			switch {
+			case want.GetKind() == "ValidatingWebhookConfiguration":
+				conditions = notTheCore
+			case g["name"] == controlplane.AddressDefaulter:
+				conditions = lacksProtection
+			}
+			if conditions != nil {
+				if !reflect.DeepEqual(g["matchConditions"], conditions) {
+					t.Errorf("%s: matchConditions = %v, want %v", g["name"], g["matchConditions"], conditions)
 				}
 				delete(g, "matchConditions")
 			}

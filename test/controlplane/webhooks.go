@@ -10,6 +10,8 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
 )
 
 // Webhooks are admission webhook configurations prepared for a server on
@@ -77,15 +79,35 @@ func WaitForTLS(ctx context.Context, addr string) error {
 	}
 }
 
-// ExemptFromValidation spares username's requests the validating webhooks,
-// as the core chart spares the core's own ServiceAccount (matchConditions):
-// the core does not ask itself whether its own writes are allowed.
-func (w *Webhooks) ExemptFromValidation(username string) {
+// AsTheChart adds the matchConditions the core chart sets: the validating
+// webhooks spare coreUser's requests (the core does not ask itself whether
+// its own writes are allowed), and the address defaulter is called only
+// for an address that lacks the protection finalizer (LacksProtection).
+func (w *Webhooks) AsTheChart(coreUser string) {
 	for _, v := range w.opts.ValidatingWebhooks {
 		for i := range v.Webhooks {
 			v.Webhooks[i].MatchConditions = append(v.Webhooks[i].MatchConditions, admissionregistrationv1.MatchCondition{
-				Name: "not-the-core", Expression: fmt.Sprintf("request.userInfo.username != %q", username),
+				Name: "not-the-core", Expression: fmt.Sprintf("request.userInfo.username != %q", coreUser),
 			})
 		}
 	}
+	for _, m := range w.opts.MutatingWebhooks {
+		for i := range m.Webhooks {
+			if m.Webhooks[i].Name == AddressDefaulter {
+				m.Webhooks[i].MatchConditions = append(m.Webhooks[i].MatchConditions, LacksProtection)
+			}
+		}
+	}
+}
+
+// AddressDefaulter is the mutating webhook that adds an address's
+// protection finalizer at admission.
+const AddressDefaulter = "default.ipaddresses.local.sdn.cozystack.io"
+
+// LacksProtection is the chart's matchCondition on AddressDefaulter: a
+// driver's addresses come with the finalizer and cost no call.
+var LacksProtection = admissionregistrationv1.MatchCondition{
+	Name: "lacks-protection",
+	Expression: `!has(object.metadata.finalizers) || !object.metadata.finalizers.exists(f, f == "` +
+		v1alpha1.FinalizerAddressProtection + `")`,
 }

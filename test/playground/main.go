@@ -93,8 +93,9 @@ func run(skip []string, stateDir, binDir string, withWire bool) error {
 		return fmt.Errorf("preparing the webhooks: %w", err)
 	}
 	defer func() { _ = wh.Cleanup() }()
-	// As the chart: the validating webhooks spare the core's own writes.
-	wh.ExemptFromValidation("system:serviceaccount:" + coreNamespace + ":" + coreAccount)
+	// As the chart: the validating webhooks spare the core's own writes,
+	// and the address defaulter an address that needs nothing of it.
+	wh.AsTheChart("system:serviceaccount:" + coreNamespace + ":" + coreAccount)
 
 	var comps []component
 	crds := []string{filepath.Join(root, "config", "crd")}

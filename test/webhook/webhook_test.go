@@ -188,6 +188,10 @@ func TestWebhooks(t *testing.T) {
 	addr := &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "ip-203-0-113-10"},
 		Spec: v1alpha1.IPAddressSpec{Address: "203.0.113.10", ClassName: "public", Source: v1alpha1.AddressSource{FromClass: &v1alpha1.FromClassSource{}}}}
 	g.Expect(w.admin.Create(ctx, addr)).To(Succeed())
+	t.Run("an address an administrator creates carries the protection finalizer from its creation", func(t *testing.T) {
+		// Added at admission: the core's first pass has no patch to make.
+		NewWithT(t).Expect(addr.Finalizers).To(ContainElement(v1alpha1.FinalizerAddressProtection))
+	})
 	g.Eventually(func(g Gomega) {
 		var c v1alpha1.IPAddressClaim
 		g.Expect(w.admin.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: "web"}, &c)).To(Succeed())

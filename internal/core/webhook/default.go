@@ -88,3 +88,16 @@ func ProtectClaim(claim *v1alpha1.IPAddressClaim, classes []v1alpha1.IPAddressCl
 	}
 	return false
 }
+
+// ProtectAddress adds at admission the protection finalizer that the
+// address reconciler's first pass would otherwise patch in (§5 step 2):
+// an administrator's address then costs the API server one write fewer.
+// A driver's addresses arrive with it, and the chart does not call the
+// webhook for them. The reconciler still adds it to an address admitted
+// while no webhook ran.
+func ProtectAddress(a *v1alpha1.IPAddress) {
+	if a == nil || a.DeletionTimestamp != nil {
+		return
+	}
+	controllerutil.AddFinalizer(a, v1alpha1.FinalizerAddressProtection)
+}

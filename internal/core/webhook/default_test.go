@@ -157,3 +157,29 @@ func TestProtectClaim(t *testing.T) {
 		})
 	}
 }
+
+// An address's protection finalizer is added at admission (§5 step 2),
+// saving the reconciler a patch per address an administrator creates; one
+// being deleted is left alone, and a driver's own finalizers stay.
+func TestProtectAddress(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		finalizers []string
+		deleting   *metav1.Time
+		want       []string
+	}{
+		{"5-2 an administrator's address gets the finalizer", nil, nil, []string{v1alpha1.FinalizerAddressProtection}},
+		{"5-2 it is added once", []string{v1alpha1.FinalizerAddressProtection}, nil, []string{v1alpha1.FinalizerAddressProtection}},
+		{"5-2 a driver's finalizer stays beside it", []string{"example.com/teardown"}, nil, []string{"example.com/teardown", v1alpha1.FinalizerAddressProtection}},
+		{"5-2 an address being deleted is left alone", []string{"example.com/teardown"}, &deletedAt, []string{"example.com/teardown"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Finalizers: tc.finalizers, DeletionTimestamp: tc.deleting}}
+			ProtectAddress(a)
+			if diff := cmp.Diff(tc.want, a.Finalizers); diff != "" {
+				t.Errorf("finalizers (-want +got):\n%s", diff)
+			}
+		})
+	}
+	ProtectAddress(nil) // no panic
+}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -31,12 +32,14 @@ import (
 // generated from the markers below.
 const (
 	PathDefaultClaim    = "/mutate-ipaddressclaim"
+	PathDefaultAddress  = "/mutate-ipaddress"
 	PathValidateClaim   = "/validate-ipaddressclaim"
 	PathValidateAddress = "/validate-ipaddress"
 	PathValidateClass   = "/validate-ipaddressclass"
 )
 
 // +kubebuilder:webhook:path=/mutate-ipaddressclaim,mutating=true,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=create,versions=v1alpha1,name=default.ipaddressclaims.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/mutate-ipaddress,mutating=true,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=create,versions=v1alpha1,name=default.ipaddresses.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/validate-ipaddressclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddressclaims;ipaddressclaims/status,verbs=update,versions=v1alpha1,name=validate.ipaddressclaims.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/validate-ipaddress,mutating=false,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddresses;ipaddresses/status,verbs=create;update,versions=v1alpha1,name=validate.ipaddresses.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/validate-ipaddressclass,mutating=false,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddressclasses;ipaddressclasses/status,verbs=create;update,versions=v1alpha1,name=validate.ipaddressclasses.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
@@ -47,6 +50,7 @@ func Setup(mgr ctrl.Manager, p Principals) {
 	srv, limited := mgr.GetWebhookServer(), newLimits()
 	for path, handle := range map[string]admission.HandlerFunc{
 		PathDefaultClaim:    h.defaultClaim,
+		PathDefaultAddress:  h.defaultAddress,
 		PathValidateClaim:   h.validateClaim,
 		PathValidateAddress: h.validateAddress,
 		PathValidateClass:   h.validateClass,
@@ -91,6 +95,22 @@ func (h handlers) defaultClaim(ctx context.Context, req admission.Request) admis
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw).WithWarnings(warnings...)
+}
+
+func (h handlers) defaultAddress(_ context.Context, req admission.Request) admission.Response {
+	var a v1alpha1.IPAddress
+	if err := h.decoder.Decode(req, &a); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if controllerutil.ContainsFinalizer(&a, v1alpha1.FinalizerAddressProtection) {
+		return admission.Allowed("")
+	}
+	ProtectAddress(&a)
+	raw, err := json.Marshal(&a)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
 }
 
 func (h handlers) validateClaim(_ context.Context, req admission.Request) admission.Response {
