@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"gomodules.xyz/jsonpatch/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -89,15 +90,21 @@ func ProtectClaim(claim *v1alpha1.IPAddressClaim, classes []v1alpha1.IPAddressCl
 	return false
 }
 
-// ProtectAddress adds at admission the protection finalizer that the
-// address reconciler's first pass would otherwise patch in (§5 step 2):
-// an administrator's address then costs the API server one write fewer.
-// A driver's addresses arrive with it, and the chart does not call the
-// webhook for them. The reconciler still adds it to an address admitted
-// while no webhook ran.
-func ProtectAddress(a *v1alpha1.IPAddress) {
-	if a == nil || a.DeletionTimestamp != nil {
-		return
+// ProtectAddress is the patch that adds at admission the protection
+// finalizer the address reconciler's first pass would otherwise write
+// (contract 5-2), so an administrator's address costs the API server one
+// write fewer; none when the address carries it already or is being
+// deleted. The MetalLB driver creates its addresses with it, and the chart
+// does not call the webhook for those. The reconciler still adds it to an
+// address admitted while no webhook ran. The patch touches the finalizers
+// only: a marshalled copy of the whole object would also drop an explicit
+// zero value the schema is there to refuse.
+func ProtectAddress(a *v1alpha1.IPAddress) []jsonpatch.JsonPatchOperation {
+	if a == nil || a.DeletionTimestamp != nil || controllerutil.ContainsFinalizer(a, v1alpha1.FinalizerAddressProtection) {
+		return nil
 	}
-	controllerutil.AddFinalizer(a, v1alpha1.FinalizerAddressProtection)
+	if len(a.Finalizers) == 0 {
+		return []jsonpatch.JsonPatchOperation{{Operation: "add", Path: "/metadata/finalizers", Value: []string{v1alpha1.FinalizerAddressProtection}}}
+	}
+	return []jsonpatch.JsonPatchOperation{{Operation: "add", Path: "/metadata/finalizers/-", Value: v1alpha1.FinalizerAddressProtection}}
 }

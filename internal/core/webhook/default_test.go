@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"gomodules.xyz/jsonpatch/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -158,28 +159,33 @@ func TestProtectClaim(t *testing.T) {
 	}
 }
 
-// An address's protection finalizer is added at admission (§5 step 2),
-// saving the reconciler a patch per address an administrator creates; one
-// being deleted is left alone, and a driver's own finalizers stay.
+// An address's protection finalizer is added at admission (contract 5-2)
+// by a patch of the finalizers alone, saving the reconciler a patch per
+// address an administrator creates; one that has it, or is being deleted,
+// gets no patch.
 func TestProtectAddress(t *testing.T) {
+	const f = v1alpha1.FinalizerAddressProtection
 	for _, tc := range []struct {
 		name       string
 		finalizers []string
 		deleting   *metav1.Time
-		want       []string
+		want       []jsonpatch.JsonPatchOperation
 	}{
-		{"5-2 an administrator's address gets the finalizer", nil, nil, []string{v1alpha1.FinalizerAddressProtection}},
-		{"5-2 it is added once", []string{v1alpha1.FinalizerAddressProtection}, nil, []string{v1alpha1.FinalizerAddressProtection}},
-		{"5-2 a driver's finalizer stays beside it", []string{"example.com/teardown"}, nil, []string{"example.com/teardown", v1alpha1.FinalizerAddressProtection}},
-		{"5-2 an address being deleted is left alone", []string{"example.com/teardown"}, &deletedAt, []string{"example.com/teardown"}},
+		{"5-2 an address without finalizers gets the list", nil, nil,
+			[]jsonpatch.JsonPatchOperation{{Operation: "add", Path: "/metadata/finalizers", Value: []string{f}}}},
+		{"5-2 one with another finalizer gets it appended", []string{"example.com/teardown"}, nil,
+			[]jsonpatch.JsonPatchOperation{{Operation: "add", Path: "/metadata/finalizers/-", Value: f}}},
+		{"5-2 one that carries it gets no patch", []string{"example.com/teardown", f}, nil, nil},
+		{"5-2 one being deleted gets no patch", []string{"example.com/teardown"}, &deletedAt, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Finalizers: tc.finalizers, DeletionTimestamp: tc.deleting}}
-			ProtectAddress(a)
-			if diff := cmp.Diff(tc.want, a.Finalizers); diff != "" {
-				t.Errorf("finalizers (-want +got):\n%s", diff)
+			if diff := cmp.Diff(tc.want, ProtectAddress(a)); diff != "" {
+				t.Errorf("patch (-want +got):\n%s", diff)
 			}
 		})
 	}
-	ProtectAddress(nil) // no panic
+	if ProtectAddress(nil) != nil {
+		t.Error("a nil address got a patch")
+	}
 }

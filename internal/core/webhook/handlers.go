@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -102,15 +101,7 @@ func (h handlers) defaultAddress(_ context.Context, req admission.Request) admis
 	if err := h.decoder.Decode(req, &a); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	if controllerutil.ContainsFinalizer(&a, v1alpha1.FinalizerAddressProtection) {
-		return admission.Allowed("")
-	}
-	ProtectAddress(&a)
-	raw, err := json.Marshal(&a)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
-	}
-	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+	return admission.Patched("", ProtectAddress(&a)...)
 }
 
 func (h handlers) validateClaim(_ context.Context, req admission.Request) admission.Response {
