@@ -174,7 +174,7 @@ $(CERT_MANAGER_CHART):
 # sources are still uncommitted.
 GENERATED := api config docs/api.md charts/address-controller/crds $(CERT_MANAGER_CHART)
 .PHONY: verify
-verify: $(CONTROLLER_GEN) ## Fail if generated files are stale or go.mod/go.sum are not tidy.
+verify: $(CONTROLLER_GEN) ## Fail if generated files are stale, go.mod/go.sum are not tidy, or a file over 1 MiB (a built binary) is tracked.
 	@scratch=$$(mktemp -d); trap 'chmod -R u+w $$scratch; rm -rf $$scratch' EXIT; \
 	tar --exclude=./bin --exclude=./.git --exclude=./.playground -cf - . | tar -C $$scratch -xf - && ln -s $(BIN) $$scratch/bin && \
 	$(MAKE) --no-print-directory -C $$scratch generate >$$scratch/.generate.log 2>&1 || { cat $$scratch/.generate.log >&2; exit 1; }; \
@@ -186,6 +186,12 @@ verify: $(CONTROLLER_GEN) ## Fail if generated files are stale or go.mod/go.sum 
 		exit 1; \
 	fi
 	@go mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy' and commit the result." >&2; exit 1; }
+	@big=$$(git ls-files -z 2>/dev/null | xargs -0 -r stat -c '%s %n' 2>/dev/null | awk '$$1 > 1048576 { print $$2 }'); \
+	if [ -n "$$big" ]; then \
+		echo "Files over 1 MiB are tracked (a built binary?): git rm --cached them:" >&2; \
+		echo "$$big" | sed 's/^/  /' >&2; \
+		exit 1; \
+	fi
 
 .PHONY: lint
 lint: $(GOLANGCI_LINT) ## Run golangci-lint (config: .golangci.yml).
