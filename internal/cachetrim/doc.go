@@ -7,8 +7,10 @@
 // values cover (its kind and group, its class, namespace, finalizers,
 // phase, condition types and reasons, the message of ClassResolved);
 // Transform makes them share one copy, makes equal small label and
-// annotation maps one map, and drops managedFields, which nothing reads. It changes no value, so a
-// write built from a cached object sends exactly what it would have sent.
+// annotation maps one map, and drops managedFields, which nothing reads —
+// unless a server-side apply wrote them, which an update must then send
+// back whole (package untrack). It changes no other value, so a write
+// built from a cached object sends exactly what it would have sent.
 //
 // Each walks the cache's own objects without copying them, for readers
 // that look at every object (metrics, the used set of a pool): a list from

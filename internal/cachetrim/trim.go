@@ -10,10 +10,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/untrack"
 )
 
 // Transform shares the repeated strings of a claim or an address and drops
-// its managedFields; other objects pass unchanged. It is a cache transform:
+// its managedFields unless a server-side apply wrote them (package
+// untrack); other objects pass unchanged. It is a cache transform:
 // it may change the object it is given.
 func Transform(obj any) (any, error) {
 	switch o := obj.(type) {
@@ -42,7 +44,7 @@ func Transform(obj any) (any, error) {
 
 func trimMeta(t *metav1.TypeMeta, m *metav1.ObjectMeta) {
 	t.APIVersion, t.Kind = share(t.APIVersion), share(t.Kind)
-	m.ManagedFields = nil
+	m.ManagedFields = untrack.Kept(m.ManagedFields)
 	m.Namespace = share(m.Namespace)
 	for i := range m.Finalizers {
 		m.Finalizers[i] = share(m.Finalizers[i])

@@ -2,6 +2,7 @@ package cachetrim
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -142,6 +143,19 @@ func TestTransform(t *testing.T) {
 
 // A map too long to be worth sharing stays the object's own, and the table
 // of shared maps stays bounded however many different maps pass.
+// An applier's record is kept whole: the core's updates send it back.
+func TestTransformKeepsAnAppliersRecord(t *testing.T) {
+	c := claim()
+	c.ManagedFields = append(c.ManagedFields, metav1.ManagedFieldsEntry{Manager: "flux", Operation: metav1.ManagedFieldsOperationApply})
+	want := slices.Clone(c.ManagedFields)
+	if _, err := Transform(c); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, c.ManagedFields); diff != "" {
+		t.Errorf("managedFields (-want +got):\n%s", diff)
+	}
+}
+
 func TestShareMapBounds(t *testing.T) {
 	long := map[string]string{"k": strings.Repeat("v", maxSharedMapBytes)}
 	if sameMap(shareMap(long, func(string) bool { return false }), shareMap(long, func(string) bool { return false })) {

@@ -296,6 +296,9 @@ func TestClaim_4_4_AcceptsPreBinding(t *testing.T) {
 	c := e.claimBoundTo("c", nameOf(e.v4(2)))
 	e.g.Expect(c.UID).To(Equal(claim.UID))
 	e.g.Expect(e.getAddress(e.g, nameOf(e.v4(1))).Spec.ClaimRef).To(BeNil())
+	// The write of the UID also cleared the creator's field-tracking
+	// record; the status writes after it add none (package untrack).
+	e.g.Expect(e.getAddress(e.g, nameOf(e.v4(2))).ManagedFields).To(BeEmpty())
 }
 
 // 4-4: a pre-binding the claim cannot accept (an address of another class)

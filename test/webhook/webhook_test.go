@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -197,6 +199,42 @@ func TestWebhooks(t *testing.T) {
 		g.Expect(w.admin.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: "web"}, &c)).To(Succeed())
 		g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimBound))
 	}).Should(Succeed(), "the core, as itself, binds through its own webhooks")
+
+	t.Run("a bound claim and its address carry no field-tracking record; an applied claim keeps its own", func(t *testing.T) {
+		g := NewWithT(t)
+		var c v1alpha1.IPAddressClaim
+		g.Expect(w.admin.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: "web"}, &c)).To(Succeed())
+		g.Expect(c.ManagedFields).To(BeEmpty(), "dropped at admission, and the core's status writes add none")
+		var a v1alpha1.IPAddress
+		g.Expect(w.admin.Get(ctx, client.ObjectKeyFromObject(addr), &a)).To(Succeed())
+		g.Expect(a.ManagedFields).To(BeEmpty(), "dropped at admission, and the core's claimRef and status writes add none")
+
+		apply := func(labels map[string]any) error {
+			meta := map[string]any{"namespace": "tenant", "name": "applied"}
+			if labels != nil {
+				meta["labels"] = labels
+			}
+			return w.tenant.Apply(ctx, client.ApplyConfigurationFromUnstructured(&unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": v1alpha1.GroupVersion.String(), "kind": "IPAddressClaim", "metadata": meta,
+				"spec": map[string]any{"family": "IPv4"}}}), client.FieldOwner("gitops"))
+		}
+		g.Expect(apply(map[string]any{"team": "a"})).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(w.admin.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: "applied"}, &c)).To(Succeed())
+			g.Expect(c.Status.Phase).NotTo(BeEmpty())
+			var owners []string
+			for _, e := range c.ManagedFields {
+				owners = append(owners, fmt.Sprintf("%s/%s/%s", e.Manager, e.Operation, e.Subresource))
+			}
+			g.Expect(owners).To(ContainElement("gitops/Apply/"))
+			g.Expect(owners).To(ContainElement(HaveSuffix("/Update/status")), "the core's status write is recorded beside an applier's")
+		}).WithTimeout(15 * time.Second).Should(Succeed())
+		// The applier still owns what it applied: dropping the label from
+		// its configuration removes it.
+		g.Expect(apply(nil)).To(Succeed())
+		g.Expect(w.admin.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: "applied"}, &c)).To(Succeed())
+		g.Expect(c.Labels).NotTo(HaveKey("team"))
+	})
 
 	t.Run("a claim the namespace's address quota already has no room for is refused at creation, naming the numbers", func(t *testing.T) {
 		g := NewWithT(t)

@@ -71,6 +71,7 @@ import (
 	"github.com/cozystack/address-controller/internal/metrics"
 	"github.com/cozystack/address-controller/internal/recorder"
 	"github.com/cozystack/address-controller/internal/retry"
+	"github.com/cozystack/address-controller/internal/untrack"
 )
 
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=get;list;watch;patch
@@ -433,8 +434,12 @@ func (r *Reconciler) keptInNamespace(ctx context.Context, claim *v1alpha1.IPAddr
 }
 
 // bind writes an address's claimRef, preconditioned on the resource version
-// the pass read, and remembers the write.
+// the pass read, and remembers the write. The write also clears the
+// address's field-tracking record (package untrack): a driver's address
+// comes with its creator's, and the address's every later write would
+// carry it.
 func (r *Reconciler) bind(ctx context.Context, a *v1alpha1.IPAddress) error {
+	untrack.OnUpdate(&a.ObjectMeta)
 	if err := r.Client.Update(ctx, a); err != nil {
 		return fmt.Errorf("writing the claimRef of %s: %w", a.Name, err)
 	}

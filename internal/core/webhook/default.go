@@ -10,6 +10,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/untrack"
 )
 
 // DefaultClaim defaults a claim being created and returns warnings for what
@@ -107,4 +108,22 @@ func ProtectAddress(a *v1alpha1.IPAddress) []jsonpatch.JsonPatchOperation {
 		return []jsonpatch.JsonPatchOperation{{Operation: "add", Path: "/metadata/finalizers", Value: []string{v1alpha1.FinalizerAddressProtection}}}
 	}
 	return []jsonpatch.JsonPatchOperation{{Operation: "add", Path: "/metadata/finalizers/-", Value: v1alpha1.FinalizerAddressProtection}}
+}
+
+// Untrack drops a new claim's field-tracking record, which its creator's
+// request gave it, unless a server-side apply made it (package untrack):
+// the record would cost the API server on each of the claim's writes.
+func Untrack(m *metav1.ObjectMeta) {
+	if untrack.Droppable(m.ManagedFields) {
+		m.ManagedFields = nil
+	}
+}
+
+// UntrackPatch is Untrack as a patch, for the address defaulter's
+// patch of its own ops: none when the record stays.
+func UntrackPatch(m *metav1.ObjectMeta) []jsonpatch.JsonPatchOperation {
+	if !untrack.Droppable(m.ManagedFields) {
+		return nil
+	}
+	return []jsonpatch.JsonPatchOperation{{Operation: "remove", Path: "/metadata/managedFields"}}
 }

@@ -189,3 +189,32 @@ func TestProtectAddress(t *testing.T) {
 		t.Error("a nil address got a patch")
 	}
 }
+
+// A new claim or address loses the field-tracking record its creator's
+// request gave it, unless a server-side apply made it (package untrack).
+func TestUntrack(t *testing.T) {
+	update := metav1.ManagedFieldsEntry{Manager: "kubectl-create", Operation: metav1.ManagedFieldsOperationUpdate}
+	apply := metav1.ManagedFieldsEntry{Manager: "flux", Operation: metav1.ManagedFieldsOperationApply}
+	remove := []jsonpatch.JsonPatchOperation{{Operation: "remove", Path: "/metadata/managedFields"}}
+	for _, tc := range []struct {
+		name      string
+		entries   []metav1.ManagedFieldsEntry
+		wantPatch []jsonpatch.JsonPatchOperation
+		wantKept  []metav1.ManagedFieldsEntry
+	}{
+		{"a creator's update entry is dropped", []metav1.ManagedFieldsEntry{update}, remove, nil},
+		{"an applied object keeps its record", []metav1.ManagedFieldsEntry{apply}, nil, []metav1.ManagedFieldsEntry{apply}},
+		{"no record: no patch", nil, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := metav1.ObjectMeta{ManagedFields: tc.entries}
+			if diff := cmp.Diff(tc.wantPatch, UntrackPatch(&m)); diff != "" {
+				t.Errorf("patch (-want +got):\n%s", diff)
+			}
+			Untrack(&m)
+			if diff := cmp.Diff(tc.wantKept, m.ManagedFields); diff != "" {
+				t.Errorf("managedFields after Untrack (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

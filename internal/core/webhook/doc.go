@@ -2,7 +2,9 @@
 // IPAddress and IPAddressClass. It owns two layers.
 //
 // The pure layer — DefaultClaim, the Validate* functions and Principals —
-// decides: it defaults a new claim's family and class, keeps bound claims
+// decides: it defaults a new claim's family and class, protects and stamps
+// it, drops a new claim's or address's field-tracking record (Untrack),
+// keeps bound claims
 // from being re-targeted, keeps each field of contract §3's ownership table
 // to the principals who own it, and keeps the default and auto-claim class
 // annotations on at most one class each. It has no client and no context:

@@ -89,6 +89,7 @@ func (h handlers) defaultClaim(ctx context.Context, req admission.Request) admis
 	case denial != "":
 		return admission.Denied(denial)
 	}
+	Untrack(&claim.ObjectMeta)
 	raw, err := json.Marshal(&claim)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -101,7 +102,7 @@ func (h handlers) defaultAddress(_ context.Context, req admission.Request) admis
 	if err := h.decoder.Decode(req, &a); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
-	return admission.Patched("", ProtectAddress(&a)...)
+	return admission.Patched("", append(ProtectAddress(&a), UntrackPatch(&a.ObjectMeta)...)...)
 }
 
 func (h handlers) validateClaim(_ context.Context, req admission.Request) admission.Response {
