@@ -141,8 +141,6 @@ func TestTransform(t *testing.T) {
 	}
 }
 
-// A map too long to be worth sharing stays the object's own, and the table
-// of shared maps stays bounded however many different maps pass.
 // An applier's record is kept whole: the core's updates send it back.
 func TestTransformKeepsAnAppliersRecord(t *testing.T) {
 	c := claim()
@@ -156,6 +154,8 @@ func TestTransformKeepsAnAppliersRecord(t *testing.T) {
 	}
 }
 
+// A map too long to be worth sharing stays the object's own, and the table
+// of shared maps stays bounded however many different maps pass.
 func TestShareMapBounds(t *testing.T) {
 	long := map[string]string{"k": strings.Repeat("v", maxSharedMapBytes)}
 	if sameMap(shareMap(long, func(string) bool { return false }), shareMap(long, func(string) bool { return false })) {

@@ -8,6 +8,8 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 )
@@ -93,6 +95,33 @@ func TestClaim_4_7_BindsSmallestAvailable(t *testing.T) {
 	// A new Available address wakes it.
 	e.createAddress(e.v4(50), class)
 	e.claimBoundTo("c3", nameOf(e.v4(50)))
+}
+
+// 4-7: an address an administrator applies server-side keeps its
+// field-tracking record through the bind: the core's cache keeps an
+// applier's record and its claimRef write sends it back, so the applier
+// still owns what it applied and the core's write is recorded beside it
+// (package untrack; any other address's record is cleared by that write).
+func TestClaim_4_7_AppliedAddressKeepsItsRecord(t *testing.T) {
+	e := newEnv(t)
+	class := e.class("a")
+	e.createClass(class)
+	startManager(t)
+
+	applied := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.GroupVersion.String(), "kind": "IPAddress",
+		"metadata": map[string]any{"name": nameOf(e.v4(1))},
+		"spec":     map[string]any{"address": e.v4(1), "className": class, "source": map[string]any{"fromClass": map[string]any{}}}}}
+	e.g.Expect(k8s.Apply(e.ctx, client.ApplyConfigurationFromUnstructured(applied), client.FieldOwner("gitops"))).To(Succeed())
+	e.createClaim("c", class)
+	e.claimBoundTo("c", nameOf(e.v4(1)))
+
+	owners := map[string]string{}
+	for _, mf := range e.getAddress(e.g, nameOf(e.v4(1))).ManagedFields {
+		owners[fmt.Sprintf("%s/%s", mf.Operation, mf.Subresource)] = string(mf.FieldsV1.GetRawBytes())
+	}
+	e.g.Expect(owners).To(HaveKeyWithValue("Apply/", ContainSubstring(`"f:address"`)))
+	e.g.Expect(owners).To(HaveKeyWithValue("Update/", ContainSubstring(`"f:claimRef"`)))
 }
 
 // 4-5/4-7 Dual: one address of each family; status.addresses sorted by
