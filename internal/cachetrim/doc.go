@@ -16,6 +16,12 @@
 // that look at every object (metrics, the used set of a pool): a list from
 // the cache copies each object into a fresh slice on every call.
 //
-// NewInformer leaves out the namespace index of the cluster-scoped kinds,
-// which would file every address under one key no reader asks for.
+// Slim and Whole are the form the informers store claims and addresses in:
+// the metadata of each in a fifth of its decoded room, exactly, or the
+// object whole when its metadata has no exact slim form. NewInformer
+// builds informers that store the slim form and show every reader — their
+// store, index functions and event handlers — whole objects, so no reader
+// knows of it. It also leaves out the namespace index of the
+// cluster-scoped kinds, which would file every address under one key no
+// reader asks for.
 package cachetrim

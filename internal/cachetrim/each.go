@@ -24,10 +24,17 @@ func Each[T client.Object](ctx context.Context, r client.Reader, obj T, list cli
 		if !ok {
 			return fmt.Errorf("the informer of %T has no store", obj)
 		}
-		for _, o := range store.GetStore().List() {
+		each := func(o any) {
 			if t, ok := o.(T); ok {
 				f(t)
 			}
+		}
+		if w, ok := store.GetStore().(interface{ walk(func(any)) }); ok {
+			w.walk(each)
+			return nil
+		}
+		for _, o := range store.GetStore().List() {
+			each(o)
 		}
 		return nil
 	}

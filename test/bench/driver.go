@@ -447,7 +447,7 @@ func (b *bench) driverClaims(ctx context.Context, res *driverResults, driver, me
 	res.driverCPU = cpuDelta(driverCPU, processCPU(driver.pid()))
 	res.metallbCPU = cpuDelta(metallbCPU, processCPU(metallbProc.pid()))
 	res.managerMemory, res.driverMemory = b.memory(ctx, b.manager), b.memory(ctx, driver)
-	b.profile(ctx, driver, "heap", "driver-heap")
+	b.profile(ctx, driver, "heap?gc=1", "driver-heap")
 	return nil
 }
 

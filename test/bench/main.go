@@ -600,7 +600,7 @@ func (b *bench) measureStatic(ctx context.Context, ph staticPhase) (*staticResul
 	res.apiServerCPU = cpuDelta(before.cpu, after.cpu)
 	res.managerCPU = cpuDelta(managerCPUBefore, processCPU(b.manager.pid()))
 	res.memory = b.memory(ctx, b.manager)
-	b.profile(ctx, b.manager, "heap", ph.class+"-heap")
+	b.profile(ctx, b.manager, "heap?gc=1", ph.class+"-heap")
 	say("%d claims Bound in %s; manager %s", ph.n, res.bindElapsed.Round(time.Millisecond), res.memory)
 	return res, nil
 }

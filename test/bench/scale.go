@@ -70,8 +70,8 @@ func (b *bench) measureScale(ctx context.Context, sz scaleSizes) (*scaleResults,
 		return nil, err
 	}
 	res.attached = phaseMemory{manager: b.memory(ctx, b.manager), driver: b.memory(ctx, b.driver)}
-	b.profile(ctx, b.manager, "heap", "scale-heap")
-	b.profile(ctx, b.driver, "heap", "scale-heap")
+	b.profile(ctx, b.manager, "heap?gc=1", "scale-heap")
+	b.profile(ctx, b.driver, "heap?gc=1", "scale-heap")
 	return res, nil
 }
 
