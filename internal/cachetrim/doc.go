@@ -21,7 +21,8 @@
 // object whole when its metadata has no exact slim form. NewInformer
 // builds informers that store the slim form and show every reader — their
 // store, index functions and event handlers — whole objects, so no reader
-// knows of it. It also leaves out the namespace index of the
-// cluster-scoped kinds, which would file every address under one key no
-// reader asks for.
+// knows of it. (client-go's debug check KUBE_WATCHLIST_INCONSISTENCY_DETECTOR
+// expects stored objects to be runtime.Objects: leave it off.) NewInformer
+// also leaves out the namespace index of the cluster-scoped kinds, which
+// would file every address under one key no reader asks for.
 package cachetrim
