@@ -13,7 +13,7 @@ func TestApplyLimit(t *testing.T) {
 		want int64
 		ok   bool
 	}{
-		{"268435456\n", 218103808, true},  // the charts' 256Mi: 208Mi
+		{"268435456\n", 201326592, true},  // the charts' 256Mi: 192Mi
 		{"1073741824\n", 966367642, true}, // 1Gi: 90%
 		{"67108864\n", 33554432, true},    // 64Mi: half
 		{"max\n", 0, false},
