@@ -234,6 +234,12 @@ func TestClaim_4_6_DefaultClassResolution(t *testing.T) {
 	e.classResolved("first", metav1.ConditionTrue, v1alpha1.ReasonResolved)
 
 	classB := e.createClass(b, asDefault)
+	// Class and claim reach the manager on separate watches: the claim is
+	// created once the manager has seen the second default (its finalizer
+	// is on), as a tenant's claim would come long after an operator's slip.
+	e.eventually(func(g Gomega) {
+		g.Expect(e.getClass(g, b).Finalizers).To(ContainElement(v1alpha1.FinalizerClassProtection))
+	})
 	e.createClaim("second", "")
 	e.classResolved("second", metav1.ConditionFalse, v1alpha1.ReasonMultipleDefaultClasses)
 	e.g.Expect(e.getClaim(e.g, "second").Annotations).NotTo(HaveKey(v1alpha1.AnnotationProvisioner))
