@@ -43,15 +43,18 @@ package hold
 // marker and recorded by that pass.
 //
 // Write order of a handoff, so that MetalLB never has the address
-// unassigned nor assigned to a third Service: placeholders allow sharing
-// under their claim's key from the start; the side taking the address is
-// pinned under the same key; only when MetalLB reports the address on the
-// taking side does the giving side let go (placeholder deleted, or pin
-// withdrawn, and the Service released once MetalLB has taken it back). A
-// placeholder's key never changes while another Service may hold the
-// address: MetalLB would take the address from the placeholder. A Service
-// the driver pinned carries the handoff finalizer, so even its deletion
-// waits until the placeholder shares the address.
+// unassigned nor assigned to a third Service: the placeholder first allows
+// sharing under its claim's key (a new placeholder has none: MetalLB
+// reprocesses every Service when an allocation's key changes, so keys are
+// given while the placeholder alone holds the address, at the first
+// attach); the side taking the address is pinned under the same key;
+// only when MetalLB reports the address on the taking side does the
+// giving side let go (placeholder deleted, or pin withdrawn, and the
+// Service released once MetalLB has taken it back). A placeholder's key
+// never changes while another Service may hold the address: MetalLB would
+// take the address from the placeholder. A Service the driver pinned
+// carries the handoff finalizer, so even its deletion waits until the
+// placeholder shares the address.
 // Each step is decided from the cache alone and writes one side, so a
 // restart between any two writes resumes where it stopped.
 //
