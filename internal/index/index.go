@@ -25,7 +25,9 @@ const (
 	// addresses through it.
 	AddressClaim = "spec.claimRef"
 	// AddressPool: an Available or Released IPAddress by PoolKey(class,
-	// family, phase); no other phase is filed.
+	// family, phase); no other phase is filed, nor an address being
+	// deleted: nothing binds or recycles one (a foreign finalizer can keep
+	// it for long), and a driver counting it as free would wait on it.
 	AddressPool = "pool"
 	// AddressNamespace: IPAddress by the namespace its claimRef names.
 	AddressNamespace = "claimNamespace"
@@ -123,7 +125,7 @@ func addressNamespace(o client.Object) []string {
 // reader.
 func addressPool(o client.Object) []string {
 	a := o.(*v1alpha1.IPAddress)
-	if a.Status.Phase != v1alpha1.AddressAvailable && a.Status.Phase != v1alpha1.AddressReleased {
+	if a.Status.Phase != v1alpha1.AddressAvailable && a.Status.Phase != v1alpha1.AddressReleased || a.DeletionTimestamp != nil {
 		return nil
 	}
 	return []string{PoolKey(a.Spec.ClassName, binding.Family(a), a.Status.Phase)}

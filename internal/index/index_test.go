@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,6 +55,11 @@ func TestIndexes(t *testing.T) {
 		address("a", "public", v1alpha1.AddressBound, "web"),
 		address("b", "public", v1alpha1.AddressAvailable, ""),
 		address("c", "private", v1alpha1.AddressAvailable, ""),
+		func() *v1alpha1.IPAddress {
+			d := address("d", "public", v1alpha1.AddressAvailable, "")
+			d.DeletionTimestamp, d.Finalizers = &metav1.Time{Time: time.Unix(1, 0)}, []string{"example.com/keep"}
+			return d
+		}(),
 		claim("web", v1alpha1.ClaimBound),
 		claim("waits", v1alpha1.ClaimPending),
 		claim("named", v1alpha1.ClaimPending, func(c *v1alpha1.IPAddressClaim) { c.Spec.AddressName = "b" }),
@@ -71,7 +77,7 @@ func TestIndexes(t *testing.T) {
 		want []string
 	}{
 		{"AddressesOfClaim", index.AddressesOfClaim(ctx, api, "t", "web"), []string{"a"}},
-		{"AddressPool", index.Requests(ctx, api, &v1alpha1.IPAddressList{}, client.MatchingFields{index.AddressPool: index.PoolKey("public", v1alpha1.IPv4, v1alpha1.AddressAvailable)}), []string{"b"}},
+		{"AddressPool files neither a Bound address nor one being deleted", index.Requests(ctx, api, &v1alpha1.IPAddressList{}, client.MatchingFields{index.AddressPool: index.PoolKey("public", v1alpha1.IPv4, v1alpha1.AddressAvailable)}), []string{"b"}},
 		{"AddressPool files no Bound address", index.Requests(ctx, api, &v1alpha1.IPAddressList{}, client.MatchingFields{index.AddressPool: index.PoolKey("public", v1alpha1.IPv4, v1alpha1.AddressBound)}), nil},
 		{"AddressNamespace", index.Requests(ctx, api, &v1alpha1.IPAddressList{}, client.MatchingFields{index.AddressNamespace: "t"}), []string{"a"}},
 		{"WaitingOnClass: a Pending claim is in line, unless it names its address",

@@ -694,6 +694,34 @@ func TestDriver_7_4_ForcedAddressRemovalFreesItsService(t *testing.T) {
 	e.eventually(func(g Gomega) { e.gone(g, a) }, "the Service deletes as usual")
 }
 
+// 5-1: an address deleted while its claim lives stays that claim's, in
+// MetalLB's books too: its Service keeps the IP, a Service naming the claim
+// later gets it, no second address is provisioned; only the claim's
+// deletion lets it go, and then the driver's teardown runs as usual.
+func TestDriver_5_1_DeletedAddressOfALiveClaimStaysAttached(t *testing.T) {
+	e := newDriverEnv(t)
+	class, ip := e.webBound(v1alpha1.ReclaimRetain)
+	addr := nameOf(ip)
+	a := e.service("a", naming("web"))
+	e.heldBy(e.ns, "a", ip)
+
+	e.delete(&v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: addr}})
+	e.consistently(5*time.Second, func(g Gomega) {
+		g.Expect(ingressOf(g, e.ns, "a")).To(Equal([]string{ip}))
+		c := e.getClaim(g, "web")
+		g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimBound))
+		g.Expect(names(c.Status.Addresses)).To(Equal([]string{addr}))
+	}, "the claim keeps its address, on its Service")
+	e.delete(a)
+	e.placeholderHolds(ip)
+	e.service("b", naming("web"))
+	e.heldBy(e.ns, "b", ip)
+
+	e.delete(e.newClaim("web", class))
+	e.eventually(func(g Gomega) { e.gone(g, &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: addr}}) })
+	e.heldBy(e.ns, "b")
+}
+
 // Issue 11 defect 9: Service t holds claim a's address; Service s, holding
 // claim b's, is re-pointed to a. t keeps a's address at every instant, s
 // gets nothing but a Warning, and b's address goes back to its placeholder

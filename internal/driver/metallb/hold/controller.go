@@ -74,6 +74,9 @@ package hold
 //     go of only once each address of its marker is back on its
 //     placeholder: a pass over one address never undoes what the pass
 //     over another needs.
+// Teardown starts once the core has let the address go (its protection
+// finalizer removed), not at the deletion request: the core keeps a deleted
+// address bound to a live claim, and until then it stays attached.
 // A Conflict is declared on what the API server shows, not the cache:
 // each kind is watched apart, and a Service may lag the address.
 // An address that is gone (removed by force) has its pin, marker and

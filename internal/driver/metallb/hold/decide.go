@@ -89,12 +89,13 @@ func ours(a *v1alpha1.IPAddress, class *v1alpha1.IPAddressClass) bool {
 // decide is one pass over an address of the driver's class.
 func decide(s snapshot) plan {
 	var p plan
-	if s.address.DeletionTimestamp != nil {
+	if leaving(s.address) {
 		teardown(s, &p)
 		keepShares(s, nil, &p)
 		return p
 	}
-	p.addFinalizer = !controllerutil.ContainsFinalizer(s.address, metallb.FinalizerTeardown)
+	// No finalizer can be added to an object being deleted.
+	p.addFinalizer = s.address.DeletionTimestamp == nil && !controllerutil.ContainsFinalizer(s.address, metallb.FinalizerTeardown)
 	w := workload(s, &p)
 	if w != nil {
 		attach(s, w, &p)
@@ -123,6 +124,16 @@ func sharedWithStranger(s snapshot, w *corev1.Service) bool {
 	return slices.ContainsFunc(unauthorized(s, w), func(o offender) bool { return o.verb == "hold" })
 }
 
+// leaving reports whether address a is on its way out: deleted, and let go
+// by the core. The core keeps its protection finalizer on an address a live
+// claim holds (§5.1), and until it lets go the address stays that claim's:
+// the driver keeps it attached or held, and watches it for conflicts, as
+// if nobody had asked for its deletion. Tearing it down earlier would take
+// the IP from the claim's Service while the claim still reports it Bound.
+func leaving(a *v1alpha1.IPAddress) bool {
+	return a.DeletionTimestamp != nil && !controllerutil.ContainsFinalizer(a, v1alpha1.FinalizerAddressProtection)
+}
+
 // teardown (§7.4): take the address back from every Service the driver
 // pinned it to, release its placeholder, then let the address go. Taking it
 // back is a detach (hold): MetalLB keeps an address on its only holder when
@@ -146,7 +157,7 @@ func teardown(s snapshot, p *plan) {
 // associable reports whether the address may be attached to a workload:
 // bound to a live claim and accepted by the core.
 func associable(a *v1alpha1.IPAddress) bool {
-	return a.DeletionTimestamp == nil && (a.Status.Phase == v1alpha1.AddressBound || a.Status.Phase == v1alpha1.AddressConflict)
+	return !leaving(a) && (a.Status.Phase == v1alpha1.AddressBound || a.Status.Phase == v1alpha1.AddressConflict)
 }
 
 // workload is the Service the claim's addresses are attached to (§7.5):

@@ -36,6 +36,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -361,8 +362,15 @@ func (r *Reconciler) hasAddress(ctx context.Context, claimKey string, f v1alpha1
 		return false, err
 	}
 	return slices.ContainsFunc(named.Items, func(a v1alpha1.IPAddress) bool {
-		return binding.Family(&a) == f && a.DeletionTimestamp == nil && a.Status.Phase != v1alpha1.AddressReleased
+		return binding.Family(&a) == f && (a.DeletionTimestamp == nil || protected(&a)) && a.Status.Phase != v1alpha1.AddressReleased
 	}), nil
+}
+
+// protected reports whether the core keeps address a, deleted, for the
+// claim that holds it (§5.1): it stays that claim's address, and the claim
+// gets no second one of its family.
+func protected(a *v1alpha1.IPAddress) bool {
+	return controllerutil.ContainsFinalizer(a, v1alpha1.FinalizerAddressProtection)
 }
 
 // expire forgets what is older than inflightTTL; the caller holds mu.
