@@ -274,6 +274,30 @@ func TestDriver_7_6_ConflictSetAndCleared(t *testing.T) {
 	})
 }
 
+// 5-1, 7-6: an address in Conflict is still its claim's: deleting it
+// leaves it, and its placeholder, in place while the claim lives.
+func TestDriver_5_1_DeletedAddressInConflictStaysHeld(t *testing.T) {
+	e := newDriverEnv(t)
+	_, ip := e.webBound(v1alpha1.ReclaimRetain)
+	addr := nameOf(ip)
+	e.placeholderHolds(ip)
+	other := e.service("other", nil, func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("example.com/other") })
+	e.eventually(func(g Gomega) {
+		g.Expect(k8s.Get(e.ctx, client.ObjectKeyFromObject(other), other)).To(Succeed())
+		other.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip}}
+		g.Expect(k8s.Status().Update(e.ctx, other)).To(Succeed())
+	})
+	e.eventually(func(g Gomega) { g.Expect(e.getAddress(g, addr).Status.Phase).To(Equal(v1alpha1.AddressConflict)) })
+
+	e.delete(&v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: addr}})
+	e.consistently(5*time.Second, func(g Gomega) {
+		a := e.getAddress(g, addr)
+		g.Expect(a.Finalizers).To(ContainElement(v1alpha1.FinalizerAddressProtection))
+		g.Expect(ingressOf(g, driverNamespace, addr)).To(Equal([]string{ip}))
+		g.Expect(e.getClaim(g, "web").Status.Phase).To(Equal(v1alpha1.ClaimBound))
+	}, "the claim keeps its address, held by its placeholder")
+}
+
 // 7-6: an address its pool no longer covers, or whose pool is gone, is
 // Lost (and so is its claim); restoring the pool restores both.
 func TestDriver_7_6_LostSetAndCleared(t *testing.T) {

@@ -84,13 +84,16 @@ func invalid(a *v1alpha1.IPAddress) string {
 }
 
 // syncDeleting releases the protection finalizer unless a live claim holds
-// the address: a Bound address never vanishes from under its claim.
+// the address: a Bound address never vanishes from under its claim, nor
+// one in Conflict — still the claim's, and attached, while a stranger
+// tries for its IP; deleting it would hand the IP to the stranger. A Lost
+// address is no longer in the backend's books, and an admin may remove it.
 func (p *plan) syncDeleting(s snapshot) {
 	if !controllerutil.ContainsFinalizer(s.address, v1alpha1.FinalizerAddressProtection) {
 		return
 	}
 	ref := s.address.Spec.ClaimRef
-	if s.address.Status.Phase == v1alpha1.AddressBound && ref != nil {
+	if (s.address.Status.Phase == v1alpha1.AddressBound || s.address.Status.Phase == v1alpha1.AddressConflict) && ref != nil {
 		if s.claim != nil && s.claim.DeletionTimestamp == nil && s.claim.UID == ref.UID {
 			return
 		}
