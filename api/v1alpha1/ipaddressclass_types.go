@@ -42,7 +42,11 @@ type IPAddressClassSpec struct {
 	// lastTransitionTime of its Bound condition). Addresses annotated
 	// ipaddress.local.sdn.cozystack.io/held: "true" are exempt. Unset: a
 	// Released address stays until an admin clears its claimRef or deletes it.
+	// A Go duration, never negative (a negative one would recycle every
+	// Released address at once): 720h, 90m, 0.
 	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]*)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a duration that is not negative, such as 720h, 90m or 0 (units h, m, s, ms, us, ns)"
 	ReleaseDelay *metav1.Duration `json:"releaseDelay,omitempty"`
 
 	// KeepReleasedInNamespace keeps a Released address its namespace's: a

@@ -3,9 +3,12 @@ package integration
 import (
 	"errors"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -140,6 +143,30 @@ func TestCRD_RejectsInvalidObjects(t *testing.T) {
 			field: "spec.addressName: Invalid value",
 			path:  "spec.addressName",
 			why:   "addressName pre-binds one address and needs a single-family claim",
+		},
+		{
+			name: "class with a negative spec.releaseDelay (it would recycle every Released address at once)",
+			write: func() error {
+				return k8s.Create(e.ctx, newClass(e.class("negative"), func(c *v1alpha1.IPAddressClass) {
+					c.Spec.ReleaseDelay = &metav1.Duration{Duration: -time.Hour}
+				}))
+			},
+			field: "spec.releaseDelay: Invalid value",
+			path:  "spec.releaseDelay",
+			why:   "must be a duration that is not negative",
+		},
+		{
+			name: "class with a spec.releaseDelay in days, which Go durations do not know",
+			write: func() error {
+				return k8s.Create(e.ctx, &unstructured.Unstructured{Object: map[string]any{
+					"apiVersion": v1alpha1.GroupVersion.String(), "kind": "IPAddressClass",
+					"metadata": map[string]any{"name": e.class("days")},
+					"spec":     map[string]any{"provisioner": "driver.example.com/days", "releaseDelay": "30d"},
+				}})
+			},
+			field: "spec.releaseDelay: Invalid value",
+			path:  "spec.releaseDelay",
+			why:   "must be a duration that is not negative, such as 720h",
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
