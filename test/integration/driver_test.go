@@ -435,6 +435,30 @@ func TestDriver_10_AutoClaimedServiceGetsAnAddress(t *testing.T) {
 	e.heldBy(e.ns, "next", ip)
 }
 
+// 10-5: an auto-claimed Service that loses its claim annotation keeps its
+// address: the driver's pins on it are not the Service choosing its own
+// address, so the core names the claim again and deletes nothing.
+func TestDriver_10_AutoClaimedServiceLosingItsAnnotationKeepsItsAddress(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28"), v1alpha1.ReclaimRetain)
+	svc := e.service("plain", map[string]string{v1alpha1.AnnotationIPAddressClass: class})
+	ip := e.boundAddresses("plain", 1)[0]
+	e.heldBy(e.ns, "plain", ip)
+
+	e.update(svc, func() { delete(svc.Annotations, v1alpha1.AnnotationIPAddressClaim) })
+	e.consistently(5*time.Second, func(g Gomega) {
+		g.Expect(ingressOf(g, e.ns, "plain")).To(Equal([]string{ip}))
+		c := e.getClaim(g, "plain")
+		g.Expect(c.DeletionTimestamp).To(BeNil())
+		g.Expect(names(c.Status.Addresses)).To(Equal([]string{nameOf(ip)}))
+	}, "the Service keeps its address, and its claim")
+	e.eventually(func(g Gomega) {
+		var got corev1.Service
+		g.Expect(k8s.Get(e.ctx, client.ObjectKeyFromObject(svc), &got)).To(Succeed())
+		g.Expect(got.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationIPAddressClaim, "plain"))
+	}, "the core names the claim again")
+}
+
 // Adopting an address a Service already holds: an admin pinned a Service
 // to an address of a driver's pool directly; the Service's own pin gives
 // way to a claim naming that address, and MetalLB never takes the address

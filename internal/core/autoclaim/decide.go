@@ -47,7 +47,7 @@ func decide(s snapshot) plan {
 		if s.claim.DeletionTimestamp != nil {
 			return plan{} // withdrawn already: its deletion is under way
 		}
-		if why := excluded(svc, s.sources); why != "" && why != hasAddress {
+		if why := excluded(svc, ownSources(s)); why != "" && why != hasAddress {
 			return plan{remove: s.claim, events: []recorder.Event{recorder.Normal(svc, v1alpha1.ReasonAutoClaimWithdrawn,
 				"deleted IPAddressClaim %s, created for this Service, which no longer qualifies for auto-claim: %s", s.claim.Name, why)}}
 		}
@@ -70,6 +70,19 @@ func decide(s snapshot) plan {
 	return plan{events: []recorder.Event{recorder.WarningOnce(svc, v1alpha1.ReasonClaimNotAdopted,
 		"IPAddressClaim %s exists and is not controlled by this Service; it is not adopted. Name it with the %s annotation to use it",
 		svc.Name, v1alpha1.AnnotationIPAddressClaim)}}
+}
+
+// ownSources are the backends' annotations that, on s's Service, say it
+// chose its own address source. None while the claim the core created for
+// it holds addresses: those annotations are then its driver's pins of the
+// claim's addresses (the Service lost its claim annotation, say), and
+// withdrawing the claim for them would delete the addresses the Service
+// holds. Opting out still gives the claim up.
+func ownSources(s snapshot) []string {
+	if s.claim != nil && len(s.claim.Status.Addresses) > 0 {
+		return nil
+	}
+	return s.sources
 }
 
 // outOfScope: auto-claim neither creates nor withdraws anything for a

@@ -99,6 +99,11 @@ func TestDecide(t *testing.T) {
 			newClaim(newService(), "public"), outcome{remove: "web", events: []string{"Normal AutoClaimWithdrawn"}}},
 		{"10-5 its own claim exists and the Service pins an address itself since: the claim is deleted", newService(annotated("metallb.io/loadBalancerIPs", "192.0.2.9")), public,
 			newClaim(newService(), "public"), outcome{remove: "web", events: []string{"Normal AutoClaimWithdrawn"}}},
+		{"10-5 its own claim holds an address and the Service lost its annotation, keeping its driver's pin: annotate again, nothing deleted",
+			newService(annotated("metallb.io/loadBalancerIPs", "192.0.2.9")), public,
+			holdsAddress(newClaim(newService(), "public"), "192.0.2.9"), outcome{annotate: "web"}},
+		{"10-5 its own claim holds an address and the Service opted out: the claim is deleted", newService(annotated(v1alpha1.AnnotationAutoClaim, "false")), public,
+			holdsAddress(newClaim(newService(), "public"), "192.0.2.9"), outcome{remove: "web", events: []string{"Normal AutoClaimWithdrawn"}}},
 		{"10-5 its own claim, withdrawn already and still being deleted: nothing more, no second event", newService(annotated("metallb.io/loadBalancerIPs", "192.0.2.9")), public,
 			withdrawing(newClaim(newService(), "public")), outcome{}},
 		{"10-5 its own claim exists and the Service names another claim: nothing", newService(annotated(v1alpha1.AnnotationIPAddressClaim, "mine")), public,
@@ -156,6 +161,14 @@ var sources = []string{"metallb.io/loadBalancerIPs", "metallb.io/address-pool", 
 
 func withdrawing(c *v1alpha1.IPAddressClaim) *v1alpha1.IPAddressClaim {
 	c.DeletionTimestamp = &metav1.Time{}
+	return c
+}
+
+// holdsAddress: the claim reports ip bound.
+func holdsAddress(c *v1alpha1.IPAddressClaim, ip string) *v1alpha1.IPAddressClaim {
+	name, _ := v1alpha1.IPAddressName(ip)
+	c.Status.Phase = v1alpha1.ClaimBound
+	c.Status.Addresses = []v1alpha1.ClaimedAddress{{Name: name, Address: ip}}
 	return c
 }
 
