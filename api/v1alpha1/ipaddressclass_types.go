@@ -46,7 +46,7 @@ type IPAddressClassSpec struct {
 	// Released address at once): 720h, 90m, 0.
 	// +optional
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]*)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a duration that is not negative, such as 720h, 90m or 0 (units h, m, s, ms, us, ns)"
+	// +kubebuilder:validation:XValidation:rule="self.matches(r'^(0|(\\d+(\\.\\d*)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a duration that is not negative, such as 720h, 90m or 0 (units h, m, s, ms, us, ns)"
 	ReleaseDelay *metav1.Duration `json:"releaseDelay,omitempty"`
 
 	// KeepReleasedInNamespace keeps a Released address its namespace's: a
