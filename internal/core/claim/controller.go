@@ -420,7 +420,9 @@ func (r *Reconciler) keptInNamespace(ctx context.Context, claim *v1alpha1.IPAddr
 	if err := r.Client.List(ctx, &list, client.MatchingFields{index.AddressPool: index.PoolKey(class.Name, f, v1alpha1.AddressReleased)}); err != nil {
 		return nil, err
 	}
-	kept := r.assumed.overlay(list.Items, func(a *v1alpha1.IPAddress) bool { return rebindable(a, claim, class, f) })
+	kept := r.assumed.overlay(list.Items, func(a *v1alpha1.IPAddress) bool {
+		return rebindable(a, claim, class, f) && !r.claimLive(ctx, a.Spec.ClaimRef)
+	})
 	slices.SortFunc(kept, releasedFirst(claim))
 	for i := range kept {
 		if r.assumed.reserve(kept[i].Name) {
@@ -431,6 +433,21 @@ func (r *Reconciler) keptInNamespace(ctx context.Context, claim *v1alpha1.IPAddr
 		return nil, errBusy
 	}
 	return nil, nil
+}
+
+// claimLive reports whether the claim ref names is there, that very
+// incarnation, and not being deleted. A Released address whose claimRef
+// names a live claim was just taken back by that claim (its phase lags the
+// bind by a pass, and this binder's own write shows it so at once): it is
+// that claim's, and no other claim of the namespace takes it. A read that
+// fails counts as live: nothing is taken on a guess.
+func (r *Reconciler) claimLive(ctx context.Context, ref *v1alpha1.ClaimReference) bool {
+	var c v1alpha1.IPAddressClaim
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &c)
+	if apierrors.IsNotFound(err) {
+		return false
+	}
+	return err != nil || c.UID == ref.UID && c.DeletionTimestamp == nil
 }
 
 // bind writes an address's claimRef, preconditioned on the resource version

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/events"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -141,5 +142,32 @@ func TestReclaimDecidedOnTheAPIServersAddresses(t *testing.T) {
 	}
 	if len(d.names) != 1 || d.names[0] != addr.Name {
 		t.Errorf("deleted %v, want [%s]", d.names, addr.Name)
+	}
+}
+
+// 4-7: in a class that keeps Released addresses in their namespace, an
+// address another claim of the namespace has just taken back still reads
+// Released (its phase lags the bind by a pass). It is that claim's: a
+// second claim binds an Available address instead of taking it over.
+func TestKeptAddressJustTakenBackIsNotTakenAgain(t *testing.T) {
+	class := newClass("public", func(c *v1alpha1.IPAddressClass) { c.Spec.KeepReleasedInNamespace = true })
+	first := newClaim("first", withClass("public"), withStatusClass("public"), withPhase(v1alpha1.ClaimBound))
+	second := newClaim("second", withClass("public"), withStatusClass("public"))
+	kept := newAddress("203.0.113.1", "public", boundTo(first), inPhase(v1alpha1.AddressReleased))
+	withReported(kept)(first)
+	free := newAddress("203.0.113.2", "public", inPhase(v1alpha1.AddressAvailable))
+	cache, live := fakes(t, objects(first, second, &class, &kept, &free), objects(first, second, &class, &kept, &free))
+	r := reconciler(cache, live)
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(second)}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]types.UID{kept.Name: first.UID, free.Name: second.UID} {
+		var got v1alpha1.IPAddress
+		if err := cache.Get(context.Background(), client.ObjectKey{Name: name}, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.ClaimRef == nil || got.Spec.ClaimRef.UID != want {
+			t.Errorf("%s is bound to %v, want the claim of UID %s", name, got.Spec.ClaimRef, want)
+		}
 	}
 }
