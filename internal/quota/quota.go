@@ -74,9 +74,12 @@ func (c Charges) String() string {
 	return string(b)
 }
 
-// Holds reports whether claim has family f charged.
-func (c Charges) Holds(claim types.UID, f v1alpha1.IPFamily) bool {
-	return slices.Contains(c[claim].Families, f)
+// Holds reports whether claim has family f of class charged. A charge of
+// another class is void for this one: the claim was re-targeted while it
+// waited, and what it was charged says nothing of its new class's room.
+func (c Charges) Holds(claim types.UID, class string, f v1alpha1.IPFamily) bool {
+	ch, ok := c[claim]
+	return ok && ch.Class == class && slices.Contains(ch.Families, f)
 }
 
 // Usage is what counts against rq's keys in its namespace: addresses are
@@ -142,7 +145,7 @@ type Request struct {
 // Decision is what charging a request against one quota comes to.
 type Decision struct {
 	// Charges is the quota's record after the charge; nil when it does not
-	// change (already charged, or refused).
+	// change (already charged, or refused with nothing to drop).
 	Charges Charges
 	// Refusal says why the request does not fit; empty when it does.
 	Refusal string
@@ -150,36 +153,52 @@ type Decision struct {
 
 // Decide charges req against rq, whose current charges are charges and
 // whose namespace's addresses (read from the API server) are addresses.
+// A charge the claim holds for another class is dropped (the claim was
+// re-targeted while it waited): it neither counts for the new class nor
+// keeps the old one's room, whether or not the new charge fits.
 func Decide(rq *corev1.ResourceQuota, req Request, charges Charges, addresses []v1alpha1.IPAddress) Decision {
+	var dropped Charges
+	if ch, ok := charges[req.UID]; ok && ch.Class != req.Class {
+		dropped = charges.without(req.UID)
+		charges = dropped
+	}
 	keys := Keys(rq, req.Class)
 	var need []v1alpha1.IPFamily
 	for _, f := range req.Families {
-		if !charges.Holds(req.UID, f) && !slices.ContainsFunc(addresses, func(a v1alpha1.IPAddress) bool {
+		if !charges.Holds(req.UID, req.Class, f) && !slices.ContainsFunc(addresses, func(a v1alpha1.IPAddress) bool {
 			return covers(&a, rq.Namespace, req.Claim, req.UID, req.Class, f)
 		}) {
 			need = append(need, f)
 		}
 	}
 	if len(keys) == 0 || len(need) == 0 {
-		return Decision{}
+		return Decision{Charges: dropped}
 	}
 	used := Usage(rq, addresses, charges)
 	for _, k := range keys {
 		hard, have := rq.Spec.Hard[k], used[k]
 		if have.Value()+int64(len(need)) > hard.Value() {
-			return Decision{Refusal: exceeded(rq, k, have.Value(), len(need))}
+			return Decision{Charges: dropped, Refusal: exceeded(rq, k, have.Value(), len(need))}
 		}
 	}
-	out := Charges{}
-	for uid, ch := range charges {
-		out[uid] = ch
-	}
+	out := charges.without("")
 	ch := out[req.UID]
 	ch.Claim, ch.Class = req.Claim, req.Class
 	ch.Families = append(slices.Clone(ch.Families), need...)
 	sort.Slice(ch.Families, func(i, j int) bool { return ch.Families[i] < ch.Families[j] })
 	out[req.UID] = ch
 	return Decision{Charges: out}
+}
+
+// without is a copy of c without uid's charge.
+func (c Charges) without(uid types.UID) Charges {
+	out := make(Charges, len(c))
+	for k, ch := range c {
+		if k != uid {
+			out[k] = ch
+		}
+	}
+	return out
 }
 
 // Prune drops the charges that are settled (every family has an address

@@ -104,6 +104,46 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestDecideRetargeted: a claim whose class changed while it waited is
+// charged for its new class as if it had no charge, and its charge of the
+// old class is dropped whether or not the new one fits — neither skipping
+// the new class's limit nor keeping the old class's room.
+func TestDecideRetargeted(t *testing.T) {
+	private := ClassKey("private")
+	old := Charges{"uc": {Claim: "c", Class: "private", Families: v4}, "ux": {Claim: "x", Class: "public", Families: v4}}
+	for _, tc := range []struct {
+		name    string
+		hard    map[corev1.ResourceName]int64
+		refused bool
+		want    string // the claim's charge after the decision
+	}{
+		{"1 no room in the new class: refused, the old charge dropped", map[corev1.ResourceName]int64{public: 1, private: 5}, true, "{  []}"},
+		{"2 room in the new class: charged for it, the old charge replaced", map[corev1.ResourceName]int64{public: 2, private: 5}, false, "{c public [IPv4]}"},
+		{"3 the all-classes key does not count the claim twice", map[corev1.ResourceName]int64{AllClasses: 2}, false, "{c public [IPv4]}"},
+		{"4 a quota that does not limit the new class drops the old charge", map[corev1.ResourceName]int64{private: 5}, false, "{  []}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := rq(tc.hard, old)
+			d := Decide(q, Request{"c", "uc", "public", v4}, ChargesOf(q), nil)
+			if (d.Refusal != "") != tc.refused {
+				t.Fatalf("refusal %q, want refused %v", d.Refusal, tc.refused)
+			}
+			if d.Charges == nil {
+				t.Fatal("the record is unchanged; want the old charge gone")
+			}
+			if got := fmt.Sprint(d.Charges["uc"]); got != tc.want {
+				t.Errorf("the claim's charge is %s, want %s", got, tc.want)
+			}
+			if d.Charges["ux"].Class != "public" {
+				t.Errorf("another claim's charge went: %v", d.Charges)
+			}
+		})
+	}
+	if !old.Holds("uc", "private", v1alpha1.IPv4) || old.Holds("uc", "public", v1alpha1.IPv4) {
+		t.Error("Holds must answer for the charged class only")
+	}
+}
+
 // TestDecideRefusalNamesEverything: the refusal a tenant reads names the
 // quota, the key, the namespace and the numbers.
 func TestDecideRefusalNamesEverything(t *testing.T) {

@@ -115,6 +115,35 @@ func TestQuota_ExactUnderTwoBinders(t *testing.T) {
 // A Released address under Retain is still the namespace's: it counts
 // until it is recycled, and then the place goes to a waiting claim. The
 // all-classes key counts every class.
+// A claim re-targeted while it waits is charged for its new class: its
+// charge of the old class neither lets it past the new class's limit nor
+// keeps the old class's room.
+func TestQuota_RetargetedClaimChargedForItsNewClass(t *testing.T) {
+	e := newEnv(t)
+	public, private := e.class("public"), e.class("private")
+	e.createClass(public)
+	e.createClass(private)
+	free := e.createAddress(e.v4(1), public)
+	e.createQuota("addresses", map[corev1.ResourceName]int64{quota.ClassKey(public): 0, quota.ClassKey(private): 1})
+	startManager(t)
+	e.addressPhase(free.Name, v1alpha1.AddressAvailable)
+
+	// Waiting in private for an address nobody creates: charged there.
+	c := e.createClaim("c", private, addressName("ip-nobody"))
+	e.eventually(func(g Gomega) { g.Expect(e.quotaUsed(g, "addresses", quota.ClassKey(private))).To(Equal(int64(1))) })
+
+	e.update(c, func() { c.Spec.ClassName, c.Spec.AddressName = public, "" })
+	e.eventually(func(g Gomega) {
+		cond := meta.FindStatusCondition(e.getClaim(g, "c").Status.Conditions, v1alpha1.ConditionBound)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Reason).To(Equal(v1alpha1.ReasonQuotaExceeded))
+		g.Expect(e.quotaUsed(g, "addresses", quota.ClassKey(private))).To(Equal(int64(0)))
+	}, "public allows none, and private's place is given back")
+	e.consistently(2*time.Second, func(g Gomega) {
+		g.Expect(e.getAddress(g, free.Name).Spec.ClaimRef).To(BeNil())
+	}, "the public address stays free")
+}
+
 func TestQuota_ReleasedCountsUntilRecycled(t *testing.T) {
 	e := newEnv(t)
 	class := e.class("public")

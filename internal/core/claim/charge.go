@@ -53,7 +53,7 @@ func (r *Reconciler) charge(ctx context.Context, s *snapshot) (string, error) {
 	for i := range quotas.Items {
 		rq := &quotas.Items[i]
 		charges := quota.ChargesOf(rq)
-		if len(quota.Keys(rq, class.Name)) == 0 || !slices.ContainsFunc(need, func(f v1alpha1.IPFamily) bool { return !charges.Holds(claim.UID, f) }) {
+		if len(quota.Keys(rq, class.Name)) == 0 || !slices.ContainsFunc(need, func(f v1alpha1.IPFamily) bool { return !charges.Holds(claim.UID, class.Name, f) }) {
 			continue
 		}
 		if refusal, err := r.chargeOne(ctx, client.ObjectKeyFromObject(rq), req); refusal != "" || err != nil {
@@ -80,10 +80,10 @@ func (r *Reconciler) chargeOne(ctx context.Context, key types.NamespacedName, re
 		return "", err
 	}
 	d := quota.Decide(&rq, req, quota.ChargesOf(&rq), addrs.Items)
-	if d.Refusal != "" || d.Charges == nil {
+	if d.Charges == nil {
 		return d.Refusal, nil
 	}
-	return "", lock.Patch(ctx, r.Client, &rq, func() {
+	return d.Refusal, lock.Patch(ctx, r.Client, &rq, func() {
 		metav1.SetMetaDataAnnotation(&rq.ObjectMeta, quota.ChargesAnnotation, d.Charges.String())
 	})
 }

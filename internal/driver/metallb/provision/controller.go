@@ -444,7 +444,7 @@ func (r *Reconciler) uncharged(ctx context.Context, s *snapshot) (map[v1alpha1.I
 			continue
 		}
 		for _, f := range s.claim.Spec.Family.Families() {
-			if !quota.ChargesOf(rq).Holds(s.claim.UID, f) {
+			if !quota.ChargesOf(rq).Holds(s.claim.UID, s.class.Name, f) {
 				out[f] = true
 			}
 		}
