@@ -172,9 +172,16 @@ func (r *Reconciler) addressHandler() handler.EventHandler {
 			mapAddr(ctx, e.Object.(*v1alpha1.IPAddress), q)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			r.assumed.caughtUp(e.ObjectNew.(*v1alpha1.IPAddress))
-			mapAddr(ctx, e.ObjectOld.(*v1alpha1.IPAddress), q)
-			mapAddr(ctx, e.ObjectNew.(*v1alpha1.IPAddress), q)
+			oldA, a := e.ObjectOld.(*v1alpha1.IPAddress), e.ObjectNew.(*v1alpha1.IPAddress)
+			r.assumed.caughtUp(a)
+			mapAddr(ctx, oldA, q)
+			mapAddr(ctx, a, q)
+			if keptFreed(oldA, a) {
+				for _, req := range index.Requests(ctx, r.Client, &v1alpha1.IPAddressClaimList{}, client.InNamespace(a.Spec.ClaimRef.Namespace),
+					client.MatchingFields{index.ClaimWaiting: index.WaitingKey(a.Spec.ClassName, binding.Family(a))}) {
+					q.Add(req)
+				}
+			}
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if a, ok := e.Object.(*v1alpha1.IPAddress); ok {
@@ -183,6 +190,20 @@ func (r *Reconciler) addressHandler() handler.EventHandler {
 			}
 		},
 	}
+}
+
+// keptFreed reports whether address a has just become one a claim of its
+// namespace may take back, were its class to keep Released addresses
+// there (rebindable): Released, and let go by its driver from every
+// workload. Nothing else wakes the claims waiting in that namespace on its
+// class and family — they are not the claim its claimRef names — so the
+// handler does; in any other class their pass finds nothing new.
+func keptFreed(old, a *v1alpha1.IPAddress) bool {
+	free := func(x *v1alpha1.IPAddress) bool {
+		return x.Status.Phase == v1alpha1.AddressReleased && x.DeletionTimestamp == nil && x.Spec.ClaimRef != nil &&
+			x.Status.AssociatedTo == nil && x.Status.Holding == nil
+	}
+	return free(a) && !free(old)
 }
 
 // readinessHandler wakes the claims waiting on a class when its driver's

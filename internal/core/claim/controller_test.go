@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/tools/events"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -168,6 +169,31 @@ func TestKeptAddressJustTakenBackIsNotTakenAgain(t *testing.T) {
 		}
 		if got.Spec.ClaimRef == nil || got.Spec.ClaimRef.UID != want {
 			t.Errorf("%s is bound to %v, want the claim of UID %s", name, got.Spec.ClaimRef, want)
+		}
+	}
+}
+
+// 4-7: the claims waiting in a namespace are woken when one of its
+// Released addresses becomes one they may take back — Released and
+// detached — and not on every other change of it.
+func TestKeptFreed(t *testing.T) {
+	bound := newAddress("203.0.113.1", "public", boundTo(newClaim("web")))
+	released := newAddress("203.0.113.1", "public", releasedFrom(ns, "web", now))
+	attached := newAddress("203.0.113.1", "public", releasedFrom(ns, "web", now), attachedTo("a"))
+	deleted := newAddress("203.0.113.1", "public", releasedFrom(ns, "web", now), func(a *v1alpha1.IPAddress) { a.DeletionTimestamp = &metav1.Time{Time: now} })
+	for _, tc := range []struct {
+		name     string
+		old, new v1alpha1.IPAddress
+		want     bool
+	}{
+		{"4-7 released, its driver let go already", bound, released, true},
+		{"4-7 its driver lets go of a released address", attached, released, true},
+		{"4-7 released, still attached: not yet", bound, attached, false},
+		{"4-7 released and detached before: nothing new", released, released, false},
+		{"4-7 being deleted: nothing to take back", attached, deleted, false},
+	} {
+		if got := keptFreed(&tc.old, &tc.new); got != tc.want {
+			t.Errorf("%s: keptFreed = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }
