@@ -298,6 +298,28 @@ func TestDriver_5_1_DeletedAddressInConflictStaysHeld(t *testing.T) {
 	}, "the claim keeps its address, held by its placeholder")
 }
 
+// 7-6: a Lost address is restored by any pool that comes to cover it,
+// not only by the one its class names: here the pool is re-created under
+// another name, and the class is left as it was.
+func TestDriver_7_6_LostRestoredByAnotherPool(t *testing.T) {
+	e := newDriverEnv(t)
+	pool := e.pool("pool", e.v4(0)+"/28")
+	class := e.metalLBClass("public", pool, v1alpha1.ReclaimRetain)
+	e.createClaim("web", class)
+	ip := e.boundAddresses("web", 1)[0]
+	addr := nameOf(ip)
+	e.placeholderHolds(ip)
+
+	e.delete(metallb.Pool(pool, false))
+	e.eventually(func(g Gomega) { g.Expect(e.getAddress(g, addr).Status.Phase).To(Equal(v1alpha1.AddressLost)) })
+	e.pool("renamed", e.v4(0)+"/28")
+	e.eventually(func(g Gomega) {
+		g.Expect(e.getAddress(g, addr).Status.Phase).To(Equal(v1alpha1.AddressBound))
+		g.Expect(e.getClaim(g, "web").Status.Phase).To(Equal(v1alpha1.ClaimBound))
+	}, "restored by the pool that covers it now")
+	e.placeholderHolds(ip)
+}
+
 // 7-6: an address its pool no longer covers, or whose pool is gone, is
 // Lost (and so is its claim); restoring the pool restores both.
 func TestDriver_7_6_LostSetAndCleared(t *testing.T) {

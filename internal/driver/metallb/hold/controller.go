@@ -97,6 +97,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -257,7 +258,25 @@ func (r *Reconciler) ofClass(ctx context.Context, class string) []reconcile.Requ
 }
 
 func (r *Reconciler) forPool(ctx context.Context, o client.Object) []reconcile.Request {
-	return r.Classes.ForPool(ctx, o, r.ofClass)
+	return append(r.Classes.ForPool(ctx, o, r.ofClass), r.lostOnes(ctx)...)
+}
+
+// lostOnes are the driver's Lost addresses, whatever pool their classes
+// name: any pool that comes to cover one restores it (lost), so a pool
+// created, deleted or edited under another name must wake them too. Pool
+// spec events are rare, and Lost addresses few.
+func (r *Reconciler) lostOnes(ctx context.Context) []reconcile.Request {
+	var list v1alpha1.IPAddressList
+	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if a := &list.Items[i]; a.Status.Phase == v1alpha1.AddressLost && controllerutil.ContainsFinalizer(a, metallb.FinalizerTeardown) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
+		}
+	}
+	return reqs
 }
 
 // Reconcile gathers a snapshot, decides, and carries out the plan.
