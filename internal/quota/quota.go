@@ -124,13 +124,15 @@ func unsettled(uid types.UID, ch Charge, namespace string, addresses []v1alpha1.
 }
 
 // covers reports whether a stands for the claim's family f in class: its
-// claimRef names the claim (bound to its UID or pre-bound to its name) and
-// it is of that class. A pre-binding of another class is one the binder
+// claimRef names the claim (bound to its UID, or pre-bound to its name and
+// not Released — a Released pre-binding is no claim's, binding.PreBound)
+// and it is of that class. A pre-binding of another class is one the binder
 // refuses (contract §4 step 4): it settles no charge, or the claim would
 // wait for an address nobody provisions.
 func covers(a *v1alpha1.IPAddress, namespace, claim string, uid types.UID, class string, f v1alpha1.IPFamily) bool {
 	ref := a.Spec.ClaimRef
-	return ref != nil && ref.Namespace == namespace && ref.Name == claim && (ref.UID == "" || ref.UID == uid) &&
+	return ref != nil && ref.Namespace == namespace && ref.Name == claim &&
+		(ref.UID == uid || ref.UID == "" && a.Status.Phase != v1alpha1.AddressReleased) &&
 		a.Spec.ClassName == class && binding.Family(a) == f
 }
 
@@ -153,13 +155,13 @@ type Decision struct {
 
 // Decide charges req against rq, whose current charges are charges and
 // whose namespace's addresses (read from the API server) are addresses.
-// A charge the claim holds for another class is dropped (the claim was
-// re-targeted while it waited): it neither counts for the new class nor
-// keeps the old one's room, whether or not the new charge fits.
+// What the claim was charged and no longer asks for (Stale: another
+// class, another family — its spec changed while it waited) is dropped: it
+// neither counts for the new request nor keeps its room, whether or not
+// the new charge fits.
 func Decide(rq *corev1.ResourceQuota, req Request, charges Charges, addresses []v1alpha1.IPAddress) Decision {
-	var dropped Charges
-	if ch, ok := charges[req.UID]; ok && ch.Class != req.Class {
-		dropped = charges.without(req.UID)
+	dropped := Stale(charges, req.UID, req.Class, req.Families)
+	if dropped != nil {
 		charges = dropped
 	}
 	keys := Keys(rq, req.Class)
@@ -188,6 +190,27 @@ func Decide(rq *corev1.ResourceQuota, req Request, charges Charges, addresses []
 	sort.Slice(ch.Families, func(i, j int) bool { return ch.Families[i] < ch.Families[j] })
 	out[req.UID] = ch
 	return Decision{Charges: out}
+}
+
+// Stale is rq's record without what the claim uid, now asking for
+// families of class, no longer asks for: a charge of another class, or of
+// a family it dropped (its spec changed while it waited). nil when nothing
+// is stale.
+func Stale(charges Charges, uid types.UID, class string, families []v1alpha1.IPFamily) Charges {
+	ch, ok := charges[uid]
+	if !ok {
+		return nil
+	}
+	keep := slices.DeleteFunc(slices.Clone(ch.Families), func(f v1alpha1.IPFamily) bool { return ch.Class != class || !slices.Contains(families, f) })
+	if len(keep) == len(ch.Families) {
+		return nil
+	}
+	out := charges.without(uid)
+	if len(keep) > 0 {
+		ch.Families = keep
+		out[uid] = ch
+	}
+	return out
 }
 
 // without is a copy of c without uid's charge.
@@ -225,22 +248,44 @@ func exceeded(rq *corev1.ResourceQuota, k corev1.ResourceName, used int64, need 
 		rq.Name, k, rq.Namespace, hard.Value(), used, need)
 }
 
-// Admit is the early refusal at a claim's creation: the first quota among
-// quotas whose limit on class the namespace's usage (addresses and charges,
-// as a cache shows them) already leaves no room for families more
-// addresses, said as a denial; "" when every quota has room. The exact
-// judgement is the binder's charge; this only spares a tenant a claim that
-// could not bind.
-func Admit(quotas []corev1.ResourceQuota, class string, families int, addresses []v1alpha1.IPAddress) string {
+// Admit is the early refusal at the creation of claim (its name) of
+// class: the first quota among quotas whose limit on class the namespace's
+// usage (addresses and charges, as a cache shows them) already leaves no
+// room for the families that need a new address, said as a denial; "" when
+// every quota has room. A family an address of the namespace already
+// stands for needs no room, for it counts already: one naming the claim's
+// name (a pre-binding, or what an earlier claim of the name left), or —
+// where the class keeps Released addresses in their namespace (keep) — a
+// Released one the claim would take back. The exact judgement is the
+// binder's charge; this only spares a tenant a claim that could not bind.
+func Admit(quotas []corev1.ResourceQuota, claim, class string, families []v1alpha1.IPFamily, keep bool, addresses []v1alpha1.IPAddress) string {
+	need := 0
+	for _, f := range families {
+		if !slices.ContainsFunc(addresses, func(a v1alpha1.IPAddress) bool { return standsFor(&a, claim, class, f, keep) }) {
+			need++
+		}
+	}
+	if need == 0 {
+		return ""
+	}
 	for i := range quotas {
 		rq := &quotas[i]
 		used := Usage(rq, addresses, ChargesOf(rq))
 		for _, k := range Keys(rq, class) {
 			hard, have := rq.Spec.Hard[k], used[k]
-			if have.Value()+int64(families) > hard.Value() {
-				return exceeded(rq, k, have.Value(), families)
+			if have.Value()+int64(need) > hard.Value() {
+				return exceeded(rq, k, have.Value(), need)
 			}
 		}
 	}
 	return ""
+}
+
+// standsFor reports whether address a, of the claim's namespace, would
+// serve a new claim of that name for family f of class without a new
+// place (Admit).
+func standsFor(a *v1alpha1.IPAddress, claim, class string, f v1alpha1.IPFamily, keep bool) bool {
+	ref := a.Spec.ClaimRef
+	return ref != nil && a.DeletionTimestamp == nil && a.Spec.ClassName == class && binding.Family(a) == f &&
+		(ref.Name == claim && a.Status.Phase != v1alpha1.AddressReleased || keep && a.Status.Phase == v1alpha1.AddressReleased)
 }

@@ -175,16 +175,60 @@ func TestPrune(t *testing.T) {
 	}
 }
 
-// TestAdmit: the early refusal at creation, from what a cache shows.
+// TestAdmit: the early refusal at creation, from what a cache shows; a
+// family an address already stands for needs no room.
 func TestAdmit(t *testing.T) {
-	quotas := []corev1.ResourceQuota{*rq(map[corev1.ResourceName]int64{public: 1}, nil)}
-	if got := Admit(quotas, "public", 1, nil); got != "" {
-		t.Errorf("an empty namespace refused: %s", got)
+	one := []corev1.ResourceQuota{*rq(map[corev1.ResourceName]int64{public: 1}, nil)}
+	kept := addr("192.0.2.1", "public", "t", "gone", "ug")
+	kept.Status.Phase = v1alpha1.AddressReleased
+	v6 := []v1alpha1.IPFamily{v1alpha1.IPv6}
+	for _, tc := range []struct {
+		name      string
+		claim     string
+		class     string
+		families  []v1alpha1.IPFamily
+		keep      bool
+		addresses []v1alpha1.IPAddress
+		refused   bool
+	}{
+		{"1 an empty namespace", "c", "public", v4, false, nil, false},
+		{"2 a Dual claim against a limit of 1", "c", "public", dual, false, nil, true},
+		{"3 another class's address does not count", "c", "private", v4, false, []v1alpha1.IPAddress{addr("192.0.2.1", "public", "t", "a", "ua")}, false},
+		{"4 the limit reached", "c", "public", v4, false, []v1alpha1.IPAddress{addr("192.0.2.1", "public", "t", "a", "ua")}, true},
+		{"5 a kept Released address the claim takes back needs no room", "web", "public", v4, true, []v1alpha1.IPAddress{kept}, false},
+		{"6 ...only where the class keeps them", "web", "public", v4, false, []v1alpha1.IPAddress{kept}, true},
+		{"7 ...and only for its family", "web", "public", v6, true, []v1alpha1.IPAddress{kept}, true},
+		{"8 an address pre-bound to the claim's name needs no room", "c", "public", v4, false, []v1alpha1.IPAddress{addr("192.0.2.1", "public", "t", "c", "")}, false},
+		{"9 a Released one an earlier claim of the name left does, where the class keeps none", "gone", "public", v4, false, []v1alpha1.IPAddress{kept}, true},
+	} {
+		if got := Admit(one, tc.claim, tc.class, tc.families, tc.keep, tc.addresses); (got != "") != tc.refused {
+			t.Errorf("%s: Admit = %q, want refused %v", tc.name, got, tc.refused)
+		}
 	}
-	if got := Admit(quotas, "public", 2, nil); got == "" {
-		t.Error("a Dual claim admitted against a limit of 1")
+}
+
+// TestDecideFamilyChanged: a claim whose family changed while it waited is
+// charged for what it asks for now; its charge of the family it dropped
+// goes, and does not hold it back.
+func TestDecideFamilyChanged(t *testing.T) {
+	q := rq(map[corev1.ResourceName]int64{public: 1}, Charges{"uc": {Claim: "c", Class: "public", Families: v4}})
+	d := Decide(q, Request{"c", "uc", "public", []v1alpha1.IPFamily{v1alpha1.IPv6}}, ChargesOf(q), nil)
+	if d.Refusal != "" {
+		t.Fatalf("refused: %s", d.Refusal)
 	}
-	if got := Admit(quotas, "private", 1, []v1alpha1.IPAddress{addr("192.0.2.1", "public", "t", "a", "ua")}); got != "" {
-		t.Errorf("another class refused: %s", got)
+	if got := fmt.Sprint(d.Charges["uc"].Families); got != "[IPv6]" {
+		t.Errorf("charged %s, want [IPv6]", got)
+	}
+}
+
+// TestReleasedPreBindingCoversNothing: a pre-binding released before its
+// claim accepted it is no claim's (binding.PreBound): a claim of that name
+// created later is charged as any other.
+func TestReleasedPreBindingCoversNothing(t *testing.T) {
+	released := addr("192.0.2.1", "public", "t", "c", "")
+	released.Status.Phase = v1alpha1.AddressReleased
+	q := rq(map[corev1.ResourceName]int64{public: 1}, nil)
+	if d := Decide(q, Request{"c", "uc", "public", v4}, nil, []v1alpha1.IPAddress{released}); d.Refusal == "" {
+		t.Errorf("charged %v past the limit the Released address fills", d.Charges)
 	}
 }

@@ -5,9 +5,11 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/quota"
 )
 
 // Keep my address (IPAddressClass.spec.keepReleasedInNamespace): a
@@ -145,4 +147,26 @@ func TestKeep_10_ServiceRecreatedGetsItsAddressBack(t *testing.T) {
 
 	e.service("web", byClass())
 	e.heldBy(e.ns, "web", ip)
+}
+
+// A claim that takes back its namespace's kept address needs no new place:
+// at the limit of its quota it is admitted, and binds it.
+func TestKeep_QuotaAtItsLimitAdmitsTheTakeBack(t *testing.T) {
+	e := newEnv(t)
+	class := e.class("public")
+	e.createClass(class, keepInNamespace)
+	first := e.createAddress(e.v4(1), class)
+	e.createAddress(e.v4(2), class)
+	e.createQuota("addresses", map[corev1.ResourceName]int64{quota.ClassKey(class): 1})
+	startManager(t)
+	e.addressPhase(first.Name, v1alpha1.AddressAvailable)
+
+	web := e.createClaim("web", class)
+	e.claimBoundTo("web", first.Name)
+	e.delete(web)
+	e.addressPhase(first.Name, v1alpha1.AddressReleased)
+	e.eventually(func(g Gomega) { e.gone(g, web) })
+
+	e.createClaim("api", class)
+	e.claimBoundTo("api", first.Name)
 }

@@ -50,13 +50,25 @@ func (r *Reconciler) charge(ctx context.Context, s *snapshot) (string, error) {
 		return "", err
 	}
 	req := quota.Request{Claim: claim.Name, UID: claim.UID, Class: class.Name, Families: need}
+	var todo []types.NamespacedName
 	for i := range quotas.Items {
 		rq := &quotas.Items[i]
 		charges := quota.ChargesOf(rq)
-		if len(quota.Keys(rq, class.Name)) == 0 || !slices.ContainsFunc(need, func(f v1alpha1.IPFamily) bool { return !charges.Holds(claim.UID, class.Name, f) }) {
+		stale := quota.Stale(charges, claim.UID, class.Name, need) != nil
+		if !stale && (len(quota.Keys(rq, class.Name)) == 0 || !slices.ContainsFunc(need, func(f v1alpha1.IPFamily) bool { return !charges.Holds(claim.UID, class.Name, f) })) {
 			continue
 		}
-		if refusal, err := r.chargeOne(ctx, client.ObjectKeyFromObject(rq), req); refusal != "" || err != nil {
+		todo = append(todo, client.ObjectKeyFromObject(rq))
+	}
+	// Every quota is judged before any is charged: a charge written to one
+	// quota while another refuses would hold a place the claim cannot use.
+	for _, key := range todo {
+		if refusal, err := r.chargeOne(ctx, key, req, true); refusal != "" || err != nil {
+			return refusal, err
+		}
+	}
+	for _, key := range todo {
+		if refusal, err := r.chargeOne(ctx, key, req, false); refusal != "" || err != nil {
 			return refusal, err
 		}
 	}
@@ -64,9 +76,11 @@ func (r *Reconciler) charge(ctx context.Context, s *snapshot) (string, error) {
 }
 
 // chargeOne charges req to one quota, read with the namespace's addresses
-// from the API server. A conflict (another charge came first) ends the
-// pass; the next one decides again.
-func (r *Reconciler) chargeOne(ctx context.Context, key types.NamespacedName, req quota.Request) (string, error) {
+// from the API server. With dryRun it charges nothing and only says whether
+// the quota refuses (dropping, when it does, what the claim was charged and
+// no longer asks for). A conflict (another charge came first) ends the pass; the next one
+// decides again.
+func (r *Reconciler) chargeOne(ctx context.Context, key types.NamespacedName, req quota.Request, dryRun bool) (string, error) {
 	reader := r.APIReader
 	if reader == nil {
 		reader = r.Client
@@ -80,7 +94,7 @@ func (r *Reconciler) chargeOne(ctx context.Context, key types.NamespacedName, re
 		return "", err
 	}
 	d := quota.Decide(&rq, req, quota.ChargesOf(&rq), addrs.Items)
-	if d.Charges == nil {
+	if d.Charges == nil || dryRun && d.Refusal == "" {
 		return d.Refusal, nil
 	}
 	return d.Refusal, lock.Patch(ctx, r.Client, &rq, func() {

@@ -162,7 +162,11 @@ func (h handlers) admitQuota(ctx context.Context, claim *v1alpha1.IPAddressClaim
 	if err := h.reader.List(ctx, &addrs, client.UnsafeDisableDeepCopy, client.MatchingFields{index.AddressNamespace: claim.Namespace}); err != nil {
 		return "", err
 	}
-	return quota.Admit(quotas.Items, claim.Spec.ClassName, len(claim.Spec.Family.Families()), addrs.Items), nil
+	var class v1alpha1.IPAddressClass
+	if err := h.reader.Get(ctx, client.ObjectKey{Name: claim.Spec.ClassName}, &class); client.IgnoreNotFound(err) != nil {
+		return "", err
+	}
+	return quota.Admit(quotas.Items, claim.Name, claim.Spec.ClassName, claim.Spec.Family.Families(), class.Spec.KeepReleasedInNamespace, addrs.Items), nil
 }
 
 // scope judges a driver's write to address a against the classes it
