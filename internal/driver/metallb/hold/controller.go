@@ -548,16 +548,21 @@ func (r *Reconciler) recorded(ctx context.Context, a *v1alpha1.IPAddress, ip net
 // that still carry the driver's hold: those the driver pinned it to. No
 // record means its placeholder alone holds it — except for an address
 // attached before the record existed (it has associatedTo, which the
-// driver writes only once it has pinned a Service): its Services are
-// found by the driver's marker (byMarker), once, and recorded by the pass.
+// driver writes only once it has pinned a Service): its Service is found
+// by the driver's marker (byMarker), once, and recorded by the pass. Only
+// the Service associatedTo names counts: a marker is copied as easily as
+// read, and a stranger carrying one must not be taken for the driver's
+// (it would be given the claim's sharing key).
 func pinnedOf(a *v1alpha1.IPAddress, ip netip.Addr, get func(types.NamespacedName) (*corev1.Service, error),
 	byMarker func() ([]*corev1.Service, error)) ([]*corev1.Service, error) {
 	h := a.Status.Holding
 	if h == nil {
-		if a.Status.AssociatedTo == nil {
+		w := a.Status.AssociatedTo
+		if w == nil {
 			return nil, nil
 		}
-		return byMarker()
+		marked, err := byMarker()
+		return slices.DeleteFunc(marked, func(svc *corev1.Service) bool { return svc.Namespace != w.Namespace || svc.Name != w.Name }), err
 	}
 	var out []*corev1.Service
 	for _, ref := range recordedRefs(h) {

@@ -3,6 +3,7 @@ package hold
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -254,5 +256,23 @@ func TestGatherReadsAnOutlineWhole(t *testing.T) {
 	}
 	if s.address.UID != whole.UID || !equality.Semantic.DeepEqual(s.address.Status.Conditions, whole.Status.Conditions) {
 		t.Errorf("the pass decides on the outline: %+v", s.address)
+	}
+}
+
+// 7-6: an address attached before the holding record existed finds its
+// pinned Service by the driver's marker, but only the one associatedTo
+// names: a stranger's copy of the marker makes it neither the driver's to
+// edit nor authorized (it would be handed the claim's sharing key).
+func TestPinnedOfTrustsNoCopiedMarker(t *testing.T) {
+	a := addr(v4, v1alpha1.AddressBound, associated("a"))
+	ip := netip.MustParseAddr(v4)
+	mine, stranger := svc(ns, "a", pinnedBy(v4), holding(v4)), svc("evil", "x", pinnedBy(v4))
+	got, err := pinnedOf(a, ip, func(types.NamespacedName) (*corev1.Service, error) { return nil, nil },
+		func() ([]*corev1.Service, error) { return []*corev1.Service{mine, stranger}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != mine {
+		t.Errorf("pinnedOf = %v, want only %s/%s", got, mine.Namespace, mine.Name)
 	}
 }
