@@ -442,7 +442,7 @@ func (r *Reconciler) keptInNamespace(ctx context.Context, claim *v1alpha1.IPAddr
 		return nil, err
 	}
 	kept := r.assumed.overlay(list.Items, func(a *v1alpha1.IPAddress) bool {
-		return rebindable(a, claim, class, f) && !r.claimLive(ctx, a.Spec.ClaimRef)
+		return rebindable(a, claim, class, f) && !r.claimedElsewhere(ctx, a, claim)
 	})
 	slices.SortFunc(kept, releasedFirst(claim))
 	for i := range kept {
@@ -456,19 +456,30 @@ func (r *Reconciler) keptInNamespace(ctx context.Context, claim *v1alpha1.IPAddr
 	return nil, nil
 }
 
-// claimLive reports whether the claim ref names is there, that very
-// incarnation, and not being deleted. A Released address whose claimRef
-// names a live claim was just taken back by that claim (its phase lags the
-// bind by a pass, and this binder's own write shows it so at once): it is
-// that claim's, and no other claim of the namespace takes it. A read that
-// fails counts as live: nothing is taken on a guess.
-func (r *Reconciler) claimLive(ctx context.Context, ref *v1alpha1.ClaimReference) bool {
-	var c v1alpha1.IPAddressClaim
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &c)
-	if apierrors.IsNotFound(err) {
+// claimedElsewhere reports whether kept address a, Released, belongs to
+// another claim than claim: the claim its claimRef names is there, not
+// being deleted, and either that very incarnation — it has just taken the
+// address back (its phase lags the bind by a pass, and this binder's own
+// write shows it so at once) — or a claim of that name re-created in the
+// address's class still wanting its family, which takes it back first
+// (releasedFirst) and must not find it gone to whichever claim of the
+// namespace ran first. A read that
+// fails counts as claimed: nothing is taken on a guess.
+func (r *Reconciler) claimedElsewhere(ctx context.Context, a *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim) bool {
+	ref := a.Spec.ClaimRef
+	if ref.Name == claim.Name {
 		return false
 	}
-	return err != nil || c.UID == ref.UID && c.DeletionTimestamp == nil
+	var c v1alpha1.IPAddressClaim
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, &c)
+	switch {
+	case apierrors.IsNotFound(err):
+		return false
+	case err != nil:
+		return true
+	}
+	return c.DeletionTimestamp == nil && (c.UID == ref.UID ||
+		binding.ClassName(&c) == a.Spec.ClassName && slices.Contains(binding.UnreportedFamilies(&c), binding.Family(a)))
 }
 
 // bind writes an address's claimRef, preconditioned on the resource version

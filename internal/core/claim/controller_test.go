@@ -197,3 +197,26 @@ func TestKeptFreed(t *testing.T) {
 		}
 	}
 }
+
+// 4-7: a kept address goes back to a claim of the name it was last bound
+// to first: while such a claim, re-created, waits for its family, a claim
+// of another name whose pass runs first does not take it.
+func TestKeptAddressWaitsForItsNamesake(t *testing.T) {
+	class := newClass("public", func(c *v1alpha1.IPAddressClass) { c.Spec.KeepReleasedInNamespace = true })
+	web := newClaim("web", withClass("public"), withStatusClass("public"), withPhase(v1alpha1.ClaimPending)) // re-created: a new UID
+	api := newClaim("api", withClass("public"), withStatusClass("public"))
+	kept := newAddress("203.0.113.1", "public", releasedFrom(ns, "web", now.Add(-time.Minute)))
+	free := newAddress("203.0.113.2", "public", inPhase(v1alpha1.AddressAvailable))
+	cache, live := fakes(t, objects(web, api, &class, &kept, &free), objects(web, api, &class, &kept, &free))
+	r := reconciler(cache, live)
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(api)}); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.IPAddress
+	if err := cache.Get(context.Background(), client.ObjectKeyFromObject(&kept), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.ClaimRef.Name != "web" {
+		t.Errorf("the kept address went to %s, want it left for web", got.Spec.ClaimRef.Name)
+	}
+}
