@@ -136,8 +136,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 }
 
 // addressHandler wakes the claim an address names and, when an address
-// stops being Available or goes away — which may leave a claim of its class
-// unprovisioned or make room in its pool — the claims waiting on its class.
+// stops being Available or Released or goes away — which may leave a claim
+// of its class unprovisioned (one that counted on it, as a kept address
+// another claim took back) or make room in its pool — the claims waiting
+// on its class.
 // Only those transitions fan out: a burst of new addresses must not wake
 // every waiting claim once per address.
 func (r *Reconciler) addressHandler() handler.EventHandler {
@@ -159,7 +161,8 @@ func (r *Reconciler) addressHandler() handler.EventHandler {
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			old, a := e.ObjectOld.(*v1alpha1.IPAddress), e.ObjectNew.(*v1alpha1.IPAddress)
 			named(a, q)
-			if old.Status.Phase == v1alpha1.AddressAvailable && a.Status.Phase != v1alpha1.AddressAvailable {
+			if old.Status.Phase == v1alpha1.AddressAvailable && a.Status.Phase != v1alpha1.AddressAvailable ||
+				old.Status.Phase == v1alpha1.AddressReleased && a.Status.Phase != v1alpha1.AddressReleased {
 				waiting(ctx, a, q)
 			}
 		},
