@@ -43,10 +43,13 @@ type IPAddressClassSpec struct {
 	// ipaddress.local.sdn.cozystack.io/held: "true" are exempt. Unset: a
 	// Released address stays until an admin clears its claimRef or deletes it.
 	// A Go duration, never negative (a negative one would recycle every
-	// Released address at once): 720h, 90m, 0.
+	// Released address at once) and short enough to parse (Go's durations
+	// end near 2,562,047h; one past it would stop every controller reading
+	// classes): 720h, 90m, 0.
 	// +optional
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:XValidation:rule="self.matches(r'^(0|(\\d+(\\.\\d*)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a duration that is not negative, such as 720h, 90m or 0 (units h, m, s, ms, us, ns)"
+	// +kubebuilder:validation:MaxLength=20
+	// +kubebuilder:validation:XValidation:rule="self.matches(r'^(0|(\\d{1,6}(\\.\\d*)?(ns|us|µs|ms|s|m|h))+)$')",message="must be a duration that is not negative, such as 720h, 90m or 0 (units h, m, s, ms, us, ns; at most 6 digits before each)"
 	ReleaseDelay *metav1.Duration `json:"releaseDelay,omitempty"`
 
 	// KeepReleasedInNamespace keeps a Released address its namespace's: a

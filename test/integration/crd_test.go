@@ -168,6 +168,19 @@ func TestCRD_RejectsInvalidObjects(t *testing.T) {
 			path:  "spec.releaseDelay",
 			why:   "must be a duration that is not negative, such as 720h",
 		},
+		{
+			name: "class with a spec.releaseDelay past what a Go duration holds (it would stop every controller reading classes)",
+			write: func() error {
+				return k8s.Create(e.ctx, &unstructured.Unstructured{Object: map[string]any{
+					"apiVersion": v1alpha1.GroupVersion.String(), "kind": "IPAddressClass",
+					"metadata": map[string]any{"name": e.class("long")},
+					"spec":     map[string]any{"provisioner": "driver.example.com/long", "releaseDelay": "3000000h"},
+				}})
+			},
+			field: "spec.releaseDelay: Invalid value",
+			path:  "spec.releaseDelay",
+			why:   "at most 6 digits before each",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := NewWithT(t)
