@@ -40,6 +40,7 @@ func TestBadValuesNameTheField(t *testing.T) {
 		{"2 no certificate source", coreChart, "certManager.enabled=false", "webhook.certSecretName is required when certManager.enabled is false"},
 		{"3 cert-manager installed but not used", coreChart, "certManager.install=true,certManager.enabled=false", "certManager.install needs certManager.enabled"},
 		{"4 negative replicas", coreChart, "replicas=-1", "at '/replicas'"},
+		{"4 no replica of the core, whose webhooks fail closed", coreChart, "replicas=0", "at '/replicas'"},
 		{"5 an unknown pull policy", driverChart, "image.pullPolicy=Sometimes", "at '/image/pullPolicy'"},
 		{"6 an unknown validation action", driverChart, "admissionPolicy.validationActions={Block}", "at '/admissionPolicy/validationActions/0'"},
 		{"7 an empty validation action", driverChart, "admissionPolicy.validationActions={}", "at '/admissionPolicy/validationActions/0'"},
