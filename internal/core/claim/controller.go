@@ -461,7 +461,8 @@ func (r *Reconciler) keptInNamespace(ctx context.Context, claim *v1alpha1.IPAddr
 // being deleted, and either that very incarnation — it has just taken the
 // address back (its phase lags the bind by a pass, and this binder's own
 // write shows it so at once) — or a claim of that name re-created in the
-// address's class still wanting its family, which takes it back first
+// address's class still wanting its family (and naming no address of its
+// own, which would make it never take a kept one), which takes it back first
 // (releasedFirst) and must not find it gone to whichever claim of the
 // namespace ran first. A read that
 // fails counts as claimed: nothing is taken on a guess.
@@ -479,7 +480,7 @@ func (r *Reconciler) claimedElsewhere(ctx context.Context, a *v1alpha1.IPAddress
 		return true
 	}
 	return c.DeletionTimestamp == nil && (c.UID == ref.UID ||
-		binding.ClassName(&c) == a.Spec.ClassName && slices.Contains(binding.UnreportedFamilies(&c), binding.Family(a)))
+		c.Spec.AddressName == "" && binding.ClassName(&c) == a.Spec.ClassName && slices.Contains(binding.UnreportedFamilies(&c), binding.Family(a)))
 }
 
 // bind writes an address's claimRef, preconditioned on the resource version
