@@ -43,6 +43,10 @@ func TransformService(obj any) (any, error) {
 	}
 	if v, ok := svc.Labels[LabelAddress]; ok {
 		out.Labels = map[string]string{LabelAddress: v}
+		// A placeholder's owner says which incarnation of its address it
+		// holds for: one a stale pass made for an earlier one is adopted
+		// (hold.ownedAlike), or garbage collection deletes it.
+		out.OwnerReferences = svc.OwnerReferences
 	}
 	for _, k := range keptAnnotations {
 		v, ok := svc.Annotations[k]

@@ -17,7 +17,8 @@ func TestTransformService(t *testing.T) {
 	in := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "tenant", Name: "web", UID: "u", ResourceVersion: "7", Finalizers: []string{FinalizerHandoff},
-			Labels: map[string]string{LabelAddress: "ip-192-0-2-1", "app": "web"},
+			Labels:          map[string]string{LabelAddress: "ip-192-0-2-1", "app": "web"},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "IPAddress", Name: "ip-192-0-2-1", UID: "a"}},
 			Annotations: map[string]string{
 				AnnotationLoadBalancerIPs: "192.0.2.1", AnnotationPinned: "192.0.2.1", AnnotationAllowSharedIP: "k",
 				v1alpha1.AnnotationIPAddressClaim:                  "web",
@@ -39,7 +40,8 @@ func TestTransformService(t *testing.T) {
 	want := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "tenant", Name: "web", UID: "u", ResourceVersion: "7", Finalizers: []string{FinalizerHandoff},
-			Labels: map[string]string{LabelAddress: "ip-192-0-2-1"},
+			Labels:          map[string]string{LabelAddress: "ip-192-0-2-1"},
+			OwnerReferences: []metav1.OwnerReference{{Kind: "IPAddress", Name: "ip-192-0-2-1", UID: "a"}}, // a placeholder's
 			Annotations: map[string]string{
 				AnnotationLoadBalancerIPs: "192.0.2.1", AnnotationPinned: "192.0.2.1", AnnotationAllowSharedIP: "k",
 				v1alpha1.AnnotationIPAddressClaim: "web",
