@@ -16,12 +16,17 @@ import (
 // or a driver provisioning new ones. A claim its namespace's quota holds
 // back waits in no line: it could not take an address.
 func NewLine() *Book {
-	return NewOrderedBook(func(o client.Object) []string {
-		if c := o.(*v1alpha1.IPAddressClaim); !HeldByQuota(c) {
-			return WaitingKeys(c)
-		}
+	return NewOrderedBook(func(o client.Object) []string { return LineKeys(o.(*v1alpha1.IPAddressClaim)) },
+		func(o client.Object) string { return LineEntry(o.(*v1alpha1.IPAddressClaim)) })
+}
+
+// LineKeys are the lines a claim stands in: its waiting keys, unless its
+// quota holds it back.
+func LineKeys(c *v1alpha1.IPAddressClaim) []string {
+	if HeldByQuota(c) {
 		return nil
-	}, func(o client.Object) string { return LineEntry(o.(*v1alpha1.IPAddressClaim)) })
+	}
+	return WaitingKeys(c)
 }
 
 // LineEntry files a claim in the line: entries sort by creation second,

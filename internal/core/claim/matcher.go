@@ -34,10 +34,11 @@ type matcher struct {
 	line *index.Book
 }
 
-// waitingChanged enqueues the pools a claim enters or leaves. Leaving
-// matters as much as entering: a claim woken for an address may turn out
-// bound already (the index still listed it), and the pool's next waiting
-// claim is then woken on the pass its leaving triggers.
+// waitingChanged enqueues the pools a claim enters or leaves the line of.
+// Leaving matters as much as entering: a claim woken for an address may
+// turn out bound already (the index still listed it), or held back by its
+// quota, and the pool's next waiting claim is then woken on the pass its
+// leaving triggers.
 func waitingChanged() handler.TypedEventHandler[*v1alpha1.IPAddressClaim, reconcile.Request] {
 	enqueue := func(keys []string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		for _, k := range keys {
@@ -46,14 +47,14 @@ func waitingChanged() handler.TypedEventHandler[*v1alpha1.IPAddressClaim, reconc
 	}
 	return handler.TypedFuncs[*v1alpha1.IPAddressClaim, reconcile.Request]{
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*v1alpha1.IPAddressClaim], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			before, after := index.WaitingKeys(e.ObjectOld), index.WaitingKeys(e.ObjectNew)
+			before, after := index.LineKeys(e.ObjectOld), index.LineKeys(e.ObjectNew)
 			if !slices.Equal(before, after) {
 				enqueue(before, q)
 				enqueue(after, q)
 			}
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*v1alpha1.IPAddressClaim], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(index.WaitingKeys(e.Object), q)
+			enqueue(index.LineKeys(e.Object), q)
 		},
 	}
 }
@@ -94,8 +95,14 @@ func (m *matcher) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 		}
 	}
 	var claims v1alpha1.IPAddressClaimList
-	if err := m.client.List(ctx, &claims, client.UnsafeDisableDeepCopy, client.MatchingFields{index.ClaimWaiting: req.Name}); err != nil || len(claims.Items) == 0 {
+	if err := m.client.List(ctx, &claims, client.UnsafeDisableDeepCopy, client.MatchingFields{index.ClaimWaiting: req.Name}); err != nil {
 		return reconcile.Result{}, err
+	}
+	// A claim its quota holds back could not take an address: it would
+	// spend a wake-up a claim in line can use.
+	claims.Items = slices.DeleteFunc(claims.Items, func(c v1alpha1.IPAddressClaim) bool { return index.HeldByQuota(&c) })
+	if len(claims.Items) == 0 {
+		return reconcile.Result{}, nil
 	}
 	available, err := m.available(ctx, req.Name)
 	if err != nil {
