@@ -124,6 +124,12 @@ func TestDriver_6_RetainReleasedHeldThenRecycled(t *testing.T) {
 	e.update(a, func() { a.Spec.ClaimRef = nil })
 	e.addressPhase(addr, v1alpha1.AddressAvailable)
 	e.placeholderHolds(ip)
+	e.eventually(func(g Gomega) {
+		var ph corev1.Service
+		g.Expect(k8s.Get(e.ctx, client.ObjectKey{Namespace: driverNamespace, Name: addr}, &ph)).To(Succeed())
+		g.Expect(ph.Annotations).NotTo(HaveKey(metallbiad.AnnotationAllowSharedIP))
+	}, "recycled, the placeholder drops the key the former tenant's Service carried")
+	e.placeholderHolds(ip)
 
 	e.createClaim("again", class)
 	e.g.Expect(e.boundAddresses("again", 1)).To(Equal([]string{ip}))

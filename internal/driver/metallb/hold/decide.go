@@ -455,10 +455,20 @@ func keepOnPlaceholder(s snapshot, p *plan) {
 // rewrites each one's status as it does, so a key on every new placeholder
 // would cost a pass over all of them per address provisioned. attach gives
 // the placeholder its claim's key first, while it alone holds the address.
+// The key of a claim an address no longer serves is dropped at rest once
+// the address is recycled (Available, or bound to another claim): its
+// former tenant, whose Service carried that key, could otherwise share the
+// address with the placeholder from wherever no policy stops them, and
+// the new holder could never attach. A Released address keeps it: it is
+// still its namespace's. That costs MetalLB one pass per recycle, not per
+// address provisioned.
 func restOnPlaceholder(s snapshot, ph *corev1.Service, p *plan) {
 	key := ""
 	if ph != nil {
 		key = metallb.SharingKey(ph)
+	}
+	if key != "" && recycled(s.address, key) {
+		key = ""
 	}
 	want := placeholder(s.address, s.ip, s.pool(), s.namespace, key, nil)
 	switch {
@@ -466,6 +476,19 @@ func restOnPlaceholder(s snapshot, ph *corev1.Service, p *plan) {
 		p.create = append(p.create, want)
 	case !samePlaceholder(ph, want) && soleHolder(s, ph):
 		p.edit(ph, updatedPlaceholder(ph, want))
+	}
+}
+
+// recycled reports whether sharing key is no longer address a's to keep:
+// a is Available, or bound to a claim whose key it is not.
+func recycled(a *v1alpha1.IPAddress, key string) bool {
+	switch ref := a.Spec.ClaimRef; {
+	case a.Status.Phase == v1alpha1.AddressAvailable:
+		return true
+	case a.Status.Phase == v1alpha1.AddressReleased || ref == nil || ref.UID == "":
+		return false
+	default:
+		return key != sharingKey(ref.UID)
 	}
 }
 
