@@ -597,9 +597,23 @@ func (r *Reconciler) gatherClaim(ctx context.Context, s *snapshot) error {
 		return err
 	}
 	for i := range addrs.Items {
-		if binding.Holds(&addrs.Items[i], &claim) {
-			s.siblings = append(s.siblings, &addrs.Items[i])
+		a := &addrs.Items[i]
+		if !binding.Holds(a, &claim) {
+			continue
 		}
+		if metallb.Outlined(a) && r.APIReader != nil {
+			// Cached in outline (its class arrived after it): its holding
+			// record, which a dual-stack pin waits on, is read whole.
+			var whole v1alpha1.IPAddress
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(a), &whole); err != nil {
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				return err
+			}
+			a = &whole
+		}
+		s.siblings = append(s.siblings, a)
 	}
 	var err error
 	s.candidates, err = r.services(ctx, metallb.ServiceClaim, index.ClaimKey(ref.Namespace, ref.Name))

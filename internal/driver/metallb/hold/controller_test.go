@@ -259,6 +259,35 @@ func TestGatherReadsAnOutlineWhole(t *testing.T) {
 	}
 }
 
+// 7-5: so is a sibling still cached in outline (its class arrived after
+// it, and it carries no driver finalizer yet): its holding record is what
+// a dual-stack pin waits on, and an outline has none, so each family's
+// pass would wait on the other's until the sibling's next event.
+func TestGatherReadsAnOutlinedSiblingWhole(t *testing.T) {
+	mine := addr(v4, v1alpha1.AddressBound, recordedOn("a"))
+	sibling := addr(v6, v1alpha1.AddressBound, recordedOn("a"), noFinalizer) // an admin's, not yet given the driver's finalizer
+	outline, err := (&metallb.ClassOwners{}).TransformAddress(sibling.DeepCopy())
+	if err != nil || !metallb.Outlined(outline.(*v1alpha1.IPAddress)) {
+		t.Fatalf("the sibling should be cached in outline (%v)", err)
+	}
+	claim := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", UID: claimID}, Spec: v1alpha1.IPAddressClaimSpec{Family: v1alpha1.Dual}}
+	api := apiServer(t, mine, sibling, claim)
+	cache := fakeapi.New(t, []client.Object{mine.DeepCopy(), outline.(client.Object), claim}, metallb.SetupIndexes)
+	r := &Reconciler{Client: cache, APIReader: api, Classes: judged{class: inPool}, Namespace: "metallb-iad-system", Now: func() time.Time { return now }}
+	s, held, err := r.gather(context.Background(), current(t, cache, mine))
+	if err != nil || !held {
+		t.Fatalf("gather: held %v, %v", held, err)
+	}
+	if len(s.siblings) != 2 {
+		t.Fatalf("siblings %d, want both addresses", len(s.siblings))
+	}
+	for _, a := range s.siblings {
+		if a.Status.Holding == nil {
+			t.Errorf("sibling %s decided on in outline, without its holding record", a.Name)
+		}
+	}
+}
+
 // 7-6: an address attached before the holding record existed finds its
 // pinned Service by the driver's marker, but only the one associatedTo
 // names: a stranger's copy of the marker makes it neither the driver's to
