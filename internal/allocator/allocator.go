@@ -3,6 +3,7 @@ package allocator
 import (
 	"fmt"
 	"math/big"
+	"net"
 	"net/netip"
 	"strings"
 
@@ -31,6 +32,50 @@ func ParseRanges(entries []string) (*netipx.IPSet, error) {
 		b.AddRange(r)
 	}
 	return b.IPSet()
+}
+
+// ParseRangesAsMetalLB builds the set of addresses MetalLB itself reads in a
+// pool's entries, which is wider than ParseRanges accepts: MetalLB parses
+// with package net, so a prefix length may carry leading zeros
+// ("198.51.100.0/024") and an IPv4-mapped entry stands for the IPv4
+// addresses it maps. ParseRanges refuses such a pool for allocation (its
+// addresses could not be named); this answers only what MetalLB can hold,
+// so an entry only the driver refuses never reads as the pool letting go.
+// An entry MetalLB refuses too is an error: MetalLB then keeps the
+// configuration it had.
+func ParseRangesAsMetalLB(entries []string) (*netipx.IPSet, error) {
+	var b netipx.IPSetBuilder
+	for i, e := range entries {
+		r, err := parseRangeAsMetalLB(e)
+		if err != nil {
+			return nil, fmt.Errorf("addresses[%d] %q: %w", i, e, err)
+		}
+		b.AddRange(r)
+	}
+	return b.IPSet()
+}
+
+func parseRangeAsMetalLB(e string) (netipx.IPRange, error) {
+	from, to, isRange := strings.Cut(e, "-")
+	if !isRange {
+		_, n, err := net.ParseCIDR(e)
+		if err != nil {
+			return netipx.IPRange{}, err
+		}
+		addr, _ := netip.AddrFromSlice(n.IP)
+		ones, _ := n.Mask.Size()
+		if addr.Is4In6() && ones >= 96 {
+			addr, ones = addr.Unmap(), ones-96
+		}
+		return netipx.RangeOfPrefix(netip.PrefixFrom(addr, ones).Masked()), nil
+	}
+	start, okStart := netipx.FromStdIP(net.ParseIP(strings.TrimSpace(from)))
+	end, okEnd := netipx.FromStdIP(net.ParseIP(strings.TrimSpace(to)))
+	r := netipx.IPRangeFrom(start, end)
+	if !okStart || !okEnd || !r.IsValid() {
+		return netipx.IPRange{}, fmt.Errorf("not a valid range")
+	}
+	return r, nil
 }
 
 // mapped is the block of IPv4-mapped IPv6 addresses.

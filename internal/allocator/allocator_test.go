@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"go4.org/netipx"
+
 	"github.com/cozystack/address-controller/api/v1alpha1"
 )
 
@@ -38,18 +40,43 @@ func TestParseRanges(t *testing.T) {
 		{[]string{"::fffe:0:0/96", "::1:0:0:0/96"}, "[::fffe:0:0-::fffe:ffff:ffff ::1:0:0:0-::1:0:ffff:ffff]"},
 	}
 	for _, tc := range tests {
-		t.Run(strings.Join(tc.entries, ","), func(t *testing.T) {
-			set, err := ParseRanges(tc.entries)
-			got := ""
-			if err != nil {
-				got = err.Error()
-			} else {
-				got = fmt.Sprint(set.Ranges())
-			}
-			if !strings.HasPrefix(got, tc.want) {
-				t.Fatalf("got %s, want %s", got, tc.want)
-			}
-		})
+		t.Run(strings.Join(tc.entries, ","), func(t *testing.T) { checkParse(t, ParseRanges, tc.entries, tc.want) })
+	}
+}
+
+// checkParse: parse's set of entries, or its error, begins with want.
+func checkParse(t *testing.T, parse func([]string) (*netipx.IPSet, error), entries []string, want string) {
+	t.Helper()
+	set, err := parse(entries)
+	got := ""
+	if err != nil {
+		got = err.Error()
+	} else {
+		got = fmt.Sprint(set.Ranges())
+	}
+	if !strings.HasPrefix(got, want) {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+}
+
+// MetalLB reads entries with package net: what it holds is wider than
+// what the driver allocates from, never narrower.
+func TestParseRangesAsMetalLB(t *testing.T) {
+	tests := []struct {
+		entries []string
+		want    string // the set's ranges, or the error's text
+	}{
+		{[]string{"203.0.113.0/30", "203.0.113.10 - 203.0.113.12"}, "[203.0.113.0-203.0.113.3 203.0.113.10-203.0.113.12]"},
+		{[]string{"2001:db8::/126"}, "[2001:db8::-2001:db8::3]"},
+		{[]string{"198.51.100.0/030"}, "[198.51.100.0-198.51.100.3]"},
+		{[]string{"::ffff:198.51.100.0/126"}, "[198.51.100.0-198.51.100.3]"},
+		{[]string{"::ffff:198.51.100.1-::ffff:198.51.100.2"}, "[198.51.100.1-198.51.100.2]"},
+		{[]string{"203.0.113.0/30", "bogus"}, `addresses[1] "bogus"`},
+		{[]string{"203.0.113.9-203.0.113.1"}, `addresses[0] "203.0.113.9-203.0.113.1": not a valid range`},
+		{[]string{"203.0.113.1-2001:db8::1"}, `addresses[0] "203.0.113.1-2001:db8::1": not a valid range`},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.entries, ","), func(t *testing.T) { checkParse(t, ParseRangesAsMetalLB, tc.entries, tc.want) })
 	}
 }
 

@@ -35,11 +35,25 @@ type Classes struct {
 	// poolsGeneration; nil until first read.
 	pools           []poolRanges
 	poolsGeneration uint64
+	// lastRead are the ranges last read of each pool, for a pool whose
+	// entries MetalLB now refuses: MetalLB keeps the configuration it had.
+	lastRead map[string]poolRanges
 }
 
 type poolRanges struct {
 	name   string
 	ranges *netipx.IPSet
+	// avoidBuggy: MetalLB holds no IPv4 address ending in .0 or .255 of
+	// the pool (spec.avoidBuggyIPs).
+	avoidBuggy bool
+}
+
+// holds says whether MetalLB can hold ip in the pool.
+func (p poolRanges) holds(ip netip.Addr) bool {
+	if p.avoidBuggy && ip.Is4() && (ip.As4()[3] == 0 || ip.As4()[3] == 255) {
+		return false
+	}
+	return p.ranges.Contains(ip)
 }
 
 type resolved struct {
@@ -60,7 +74,10 @@ func (c *Classes) Changed() {
 // Covering names the pool in MetalLB's books that contains ip (the first by
 // name), or "" when none does. This, not a class's parameters, says whether
 // MetalLB can still hold an address: a class whose parameters an operator
-// mistyped, or that was removed by force, changes nothing in MetalLB.
+// mistyped, or that was removed by force, changes nothing in MetalLB. Pools
+// are read as MetalLB reads them, not as the driver allocates: an entry
+// only the driver refuses refuses the class, and takes nothing from
+// MetalLB's books.
 func (c *Classes) Covering(ctx context.Context, ip netip.Addr) (string, error) {
 	c.mu.Lock()
 	gen, pools := c.generation, c.pools
@@ -72,26 +89,42 @@ func (c *Classes) Covering(ctx context.Context, ip netip.Addr) (string, error) {
 		if err := c.Books.Reader.List(ctx, list, client.InNamespace(c.Books.Namespace)); err != nil {
 			return "", err
 		}
-		pools = make([]poolRanges, 0, len(list.Items))
-		for i := range list.Items {
-			addresses, _, _ := unstructured.NestedStringSlice(list.Items[i].Object, "spec", "addresses")
-			if ranges, err := allocator.ParseRanges(addresses); err == nil {
-				pools = append(pools, poolRanges{name: list.Items[i].GetName(), ranges: ranges})
-			}
-		}
-		slices.SortFunc(pools, func(a, b poolRanges) int { return strings.Compare(a.name, b.name) })
 		c.mu.Lock()
+		pools = c.readPools(list.Items)
 		if c.generation == gen {
 			c.pools, c.poolsGeneration = pools, gen
 		}
 		c.mu.Unlock()
 	}
 	for _, p := range pools {
-		if p.ranges.Contains(ip) {
+		if p.holds(ip) {
 			return p.name, nil
 		}
 	}
 	return "", nil
+}
+
+// readPools parses pools as MetalLB reads them, sorted by name; a pool
+// MetalLB refuses counts as last read (none if never read). Called with
+// c.mu held.
+func (c *Classes) readPools(items []unstructured.Unstructured) []poolRanges {
+	pools := make([]poolRanges, 0, len(items))
+	read := make(map[string]poolRanges, len(items))
+	for i := range items {
+		name := items[i].GetName()
+		addresses, _, _ := unstructured.NestedStringSlice(items[i].Object, "spec", "addresses")
+		avoid, _, _ := unstructured.NestedBool(items[i].Object, "spec", "avoidBuggyIPs")
+		p, ok := c.lastRead[name]
+		if ranges, err := allocator.ParseRangesAsMetalLB(addresses); err == nil {
+			p, ok = poolRanges{name: name, ranges: ranges, avoidBuggy: avoid}, true
+		}
+		if ok {
+			pools, read[name] = append(pools, p), p
+		}
+	}
+	c.lastRead = read
+	slices.SortFunc(pools, func(a, b poolRanges) int { return strings.Compare(a.name, b.name) })
+	return pools
 }
 
 // Class is Books.Class, remembered. obj is shared: callers must not modify it.
