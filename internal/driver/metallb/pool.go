@@ -15,6 +15,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/allocator"
+	"github.com/cozystack/address-controller/internal/index"
 )
 
 // PoolGVK is MetalLB's IPAddressPool. The driver reads pools as
@@ -90,7 +91,8 @@ func (c Class) Accepted() bool { return c.Refusal == "" }
 // Resolve judges class against its pool (nil when the pool does not exist)
 // and the other classes of this provisioner. A pool is refused when it is
 // missing, when MetalLB may auto-assign from it, or when an older class
-// names it: one pool is one class's ledger.
+// names it: one pool is one class's ledger. A pool that sets avoidBuggyIPs
+// is refused too: the driver allocates every address of its ranges.
 func Resolve(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressClass, pool *unstructured.Unstructured, namespace string) Class {
 	c := Class{Name: class.Name}
 	params, err := ParseParameters(class)
@@ -111,6 +113,10 @@ func Resolve(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressClass, 
 	}
 	if auto, found, _ := unstructured.NestedBool(pool.Object, "spec", "autoAssign"); !found || auto {
 		c.Refusal = fmt.Sprintf("IPAddressPool %s/%s must set spec.autoAssign: false, or MetalLB hands its addresses to any Service", namespace, params.Pool)
+		return c
+	}
+	if avoid, _, _ := unstructured.NestedBool(pool.Object, "spec", "avoidBuggyIPs"); avoid {
+		c.Refusal = fmt.Sprintf("IPAddressPool %s/%s sets spec.avoidBuggyIPs: true, which the driver does not honour: MetalLB would never hold its addresses ending in .0 or .255", namespace, params.Pool)
 		return c
 	}
 	if other := olderClaimant(class, classes, params.Pool); other != "" {
@@ -140,12 +146,13 @@ func olderClaimant(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressC
 
 // SpecChanged passes the changes of a class or a pool that matter to how
 // the driver provisions and holds: creation, deletion and spec changes
-// (a new generation). MetalLB rewrites a pool's status at every
+// (a new generation), or one replaced by a namesake during a watch gap
+// (both may be at generation 1). MetalLB rewrites a pool's status at every
 // assignment, and the class status is rewritten as its counts move;
 // neither changes a decision, and each would wake every address of the
 // class.
 var SpecChanged = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil)
+		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil) || index.Replaced(e)
 	},
 })

@@ -45,6 +45,8 @@ func TestResolve(t *testing.T) {
 			"IPAddressPool metallb-system/public must set spec.autoAssign: false, or MetalLB hands its addresses to any Service"},
 		{"autoAssign true", class("public", `{"pool":"public"}`, 0), pool(map[string]any{"addresses": []any{"203.0.113.0/24"}, "autoAssign": true}),
 			"IPAddressPool metallb-system/public must set spec.autoAssign: false, or MetalLB hands its addresses to any Service"},
+		{"avoidBuggyIPs", class("public", `{"pool":"public"}`, 0), pool(map[string]any{"addresses": []any{"203.0.113.0/24"}, "autoAssign": false, "avoidBuggyIPs": true}),
+			"IPAddressPool metallb-system/public sets spec.avoidBuggyIPs: true, which the driver does not honour"},
 		{"invalid range", class("public", `{"pool":"public"}`, 0), pool(map[string]any{"addresses": []any{"203.0.113.0/24", "nonsense"}, "autoAssign": false}),
 			`IPAddressPool metallb-system/public: spec.addresses[1] "nonsense": `},
 		{"named by an older class", class("newer", `{"pool":"shared"}`, 0), good, "IPAddressPool metallb-system/shared is already named by IPAddressClass older"},
