@@ -86,14 +86,17 @@ func invalid(a *v1alpha1.IPAddress) string {
 // syncDeleting releases the protection finalizer unless a live claim holds
 // the address: a Bound address never vanishes from under its claim, nor
 // one in Conflict — still the claim's, and attached, while a stranger
-// tries for its IP; deleting it would hand the IP to the stranger. A Lost
-// address is no longer in the backend's books, and an admin may remove it.
+// tries for its IP; deleting it would hand the IP to the stranger. Holding
+// is the binding record, not the phase: an address whose claimRef a bind
+// (or a take-back) has just written still shows Available or Released
+// until its next pass, and its claim already reports it. A Lost address is
+// no longer in the backend's books, and an admin may remove it.
 func (p *plan) syncDeleting(s snapshot) {
 	if !controllerutil.ContainsFinalizer(s.address, v1alpha1.FinalizerAddressProtection) {
 		return
 	}
 	ref := s.address.Spec.ClaimRef
-	if (s.address.Status.Phase == v1alpha1.AddressBound || s.address.Status.Phase == v1alpha1.AddressConflict) && ref != nil {
+	if ref != nil && ref.UID != "" && s.address.Status.Phase != v1alpha1.AddressLost {
 		if s.claim != nil && s.claim.DeletionTimestamp == nil && s.claim.UID == ref.UID {
 			return
 		}
