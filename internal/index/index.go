@@ -213,11 +213,20 @@ func WaitingOnClass(ctx context.Context, c client.Reader, class string) []reconc
 }
 
 // ClaimLifecycle passes the claim events its addresses depend on: a claim
-// appearing (its UID), starting to be deleted, and going. Status and
-// metadata updates, most claim events, would only re-run passes, often on
-// a cache that has yet to deliver the reconciler's own last write.
+// appearing (its UID), starting to be deleted, and going — also when a
+// watch that re-lists delivers a deletion and a namesake's creation as one
+// update. Status and metadata updates, most claim events, would only
+// re-run passes, often on a cache that has yet to deliver the
+// reconciler's own last write.
 var ClaimLifecycle = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero()
+		return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero() || Replaced(e)
 	},
+}
+
+// Replaced says whether an update event stands for an object deleted and
+// created again under its name: after a watch gap, the informer's re-list
+// delivers the two as one update, old and new of different UIDs.
+func Replaced(e event.UpdateEvent) bool {
+	return e.ObjectOld.GetUID() != e.ObjectNew.GetUID()
 }

@@ -9,7 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -121,5 +123,33 @@ func TestAddressesNamingSharedBucket(t *testing.T) {
 	}
 	if reqs := names(index.AddressesOfClaim(ctx, api, "t", other)); !slices.Equal(reqs, []string{"b"}) {
 		t.Errorf("AddressesOfClaim(t/%s) = %v, want [b]", other, reqs)
+	}
+}
+
+// A deletion and a namesake's creation that a re-list delivers as one
+// update pass the lifecycle filter; other updates of a live claim do not.
+func TestClaimLifecycle(t *testing.T) {
+	claim := func(uid types.UID, mods ...func(*v1alpha1.IPAddressClaim)) *v1alpha1.IPAddressClaim {
+		c := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: uid}}
+		for _, m := range mods {
+			m(c)
+		}
+		return c
+	}
+	deleting := func(c *v1alpha1.IPAddressClaim) { now := metav1.Now(); c.DeletionTimestamp = &now }
+	bound := func(c *v1alpha1.IPAddressClaim) { c.Status.Phase = v1alpha1.ClaimBound }
+	tests := []struct {
+		name     string
+		old, new *v1alpha1.IPAddressClaim
+		want     bool
+	}{
+		{"a status write", claim("u1"), claim("u1", bound), false},
+		{"its deletion begins", claim("u1"), claim("u1", deleting), true},
+		{"replaced by a namesake", claim("u1", bound), claim("u2"), true},
+	}
+	for _, tc := range tests {
+		if got := index.ClaimLifecycle.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
