@@ -61,6 +61,12 @@ import (
 // +kubebuilder:rbac:groups=metallb.io,resources=ipaddresspools,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
+// created is an address created for a claim's family, and when.
+type created struct {
+	name string
+	at   time.Time
+}
+
 // inflightTTL is how long a created address is remembered as the claim's
 // and as taken: far longer than the cache takes to show it, and than usedTTL.
 const inflightTTL = time.Minute
@@ -90,7 +96,7 @@ type Reconciler struct {
 	// deleted and re-created under its name is another claim, owed its own
 	// addresses at once.
 	inflight map[string]inflight
-	claims   map[types.UID]map[v1alpha1.IPFamily]time.Time
+	claims   map[types.UID]map[v1alpha1.IPFamily]created
 	// used is, per class, the taken addresses listed from the cache
 	// (refreshed after usedTTL) plus every address reserved since.
 	used map[string]usedList
@@ -113,7 +119,7 @@ type usedList struct {
 // SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	r.inflight = map[string]inflight{}
-	r.claims = map[types.UID]map[v1alpha1.IPFamily]time.Time{}
+	r.claims = map[types.UID]map[v1alpha1.IPFamily]created{}
 	r.used = map[string]usedList{}
 	r.line = index.NewLine()
 	if err := r.line.Feed(context.Background(), mgr.GetCache(), &v1alpha1.IPAddressClaim{}); err != nil {
@@ -308,10 +314,10 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) (recheck time.Dura
 	if s.ahead, err = r.ahead(ctx, s); err != nil {
 		return 0, err
 	}
-	for f, at := range r.claims[s.claim.UID] {
+	for f, c := range r.claims[s.claim.UID] {
 		if !s.has[f] {
 			s.has[f] = true
-			if left := inflightTTL - now.Sub(at); recheck == 0 || left < recheck {
+			if left := inflightTTL - now.Sub(c.at); recheck == 0 || left < recheck {
 				recheck = max(left, time.Millisecond)
 			}
 		}
@@ -384,8 +390,8 @@ func (r *Reconciler) expire(now time.Time) {
 		}
 	}
 	for key, fams := range r.claims {
-		for f, at := range fams {
-			if now.Sub(at) > inflightTTL {
+		for f, c := range fams {
+			if now.Sub(c.at) > inflightTTL {
 				delete(fams, f)
 			}
 		}
@@ -403,9 +409,9 @@ func (r *Reconciler) reserve(claim types.UID, addrs []*v1alpha1.IPAddress) {
 		ip := netip.MustParseAddr(a.Spec.Address)
 		r.inflight[a.Name] = inflight{class: a.Spec.ClassName, ip: ip, at: now}
 		if r.claims[claim] == nil {
-			r.claims[claim] = map[v1alpha1.IPFamily]time.Time{}
+			r.claims[claim] = map[v1alpha1.IPFamily]created{}
 		}
-		r.claims[claim][binding.Family(a)] = now
+		r.claims[claim][binding.Family(a)] = created{name: a.Name, at: now}
 		if list, ok := r.used[a.Spec.ClassName]; ok {
 			list.ips.Add(ip)
 		}
@@ -413,12 +419,19 @@ func (r *Reconciler) reserve(claim types.UID, addrs []*v1alpha1.IPAddress) {
 }
 
 // forget drops the memory of address a once the cache shows it gone: its
-// IP is free again at once, not when the memory would have expired.
+// IP is free again at once, and its claim is owed the family again at once
+// (an address removed by force, or deleted once Lost), not when the memory
+// would have expired.
 func (r *Reconciler) forget(a *v1alpha1.IPAddress) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.inflight, a.Name)
 	delete(r.used, a.Spec.ClassName)
+	if ref := a.Spec.ClaimRef; ref != nil {
+		if c, ok := r.claims[ref.UID][binding.Family(a)]; ok && c.name == a.Name {
+			delete(r.claims[ref.UID], binding.Family(a))
+		}
+	}
 }
 
 // release undoes a reservation whose create failed: the address is not the

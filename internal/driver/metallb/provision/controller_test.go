@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -50,7 +49,7 @@ func TestCreateReleasesWhatItDidNotCreate(t *testing.T) {
 				},
 			}).Build()
 			r := &Reconciler{Client: c, inflight: map[string]inflight{},
-				claims: map[types.UID]map[v1alpha1.IPFamily]time.Time{}, used: map[string]usedList{}}
+				claims: map[types.UID]map[v1alpha1.IPFamily]created{}, used: map[string]usedList{}}
 			addrs := []*v1alpha1.IPAddress{v4.DeepCopy(), v6.DeepCopy()}
 			r.reserve(claimKey, addrs)
 			_, _ = r.create(context.Background(), claimKey, addrs)
@@ -68,5 +67,30 @@ func TestCreateReleasesWhatItDidNotCreate(t *testing.T) {
 				t.Errorf("the address after the failure was created: %v", err)
 			}
 		})
+	}
+}
+
+// An address the cache shows gone (removed by force, or deleted once Lost)
+// is no longer its claim's: the claim is owed the family at once. Another
+// address of the family created since keeps the memory.
+func TestForgetOwesTheFamilyAgain(t *testing.T) {
+	claim := &v1alpha1.IPAddressClaim{}
+	claim.Namespace, claim.Name, claim.UID = "ns", "web", "uid"
+	gone := newAddress(claim, "public", v1alpha1.ReclaimRetain, netip.MustParseAddr("203.0.113.1"))
+	since := newAddress(claim, "public", v1alpha1.ReclaimRetain, netip.MustParseAddr("203.0.113.2"))
+	for _, tc := range []struct {
+		name     string
+		reserved *v1alpha1.IPAddress
+		want     int
+	}{
+		{"1 the gone address was the family's", gone, 0},
+		{"2 another was created since", since, 1},
+	} {
+		r := &Reconciler{inflight: map[string]inflight{}, claims: map[types.UID]map[v1alpha1.IPFamily]created{}, used: map[string]usedList{}}
+		r.reserve(claim.UID, []*v1alpha1.IPAddress{tc.reserved})
+		r.forget(gone)
+		if got := len(r.claims[claim.UID]); got != tc.want {
+			t.Errorf("%s: %d families remembered, want %d", tc.name, got, tc.want)
+		}
 	}
 }
