@@ -89,4 +89,5 @@ const (
 	ReasonMultipleAutoClaimClasses = "MultipleAutoClaimClasses"
 	ReasonClaimNotAdopted          = "ClaimNotAdopted"
 	ReasonAutoClaimWithdrawn       = "AutoClaimWithdrawn"
+	ReasonAutoClaimRefused         = "AutoClaimRefused"
 )

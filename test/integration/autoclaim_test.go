@@ -321,6 +321,26 @@ func TestAutoClaim_10_ClassFromAnnotation(t *testing.T) {
 	e.autoClaimed("plain", marked, v1alpha1.IPv4)
 }
 
+// An auto-claim the API server refuses (here a quota on the namespace's
+// count of claims) is reported on the Service with the refusal's message;
+// the Service is not left silent.
+func TestAutoClaim_10_RefusedCreateIsReported(t *testing.T) {
+	e := newEnv(t)
+	e.requireNoAutoClaimClass()
+	named := e.class("named")
+	e.createClass(named)
+	e.createQuota("claims", map[corev1.ResourceName]int64{"count/ipaddressclaims.local.sdn.cozystack.io": 0})
+	startManager(t)
+
+	e.createService("web", svcClass(named))
+	e.eventually(func(g Gomega) {
+		evs := e.events(g, "web", v1alpha1.ReasonAutoClaimRefused)
+		g.Expect(evs).NotTo(BeEmpty())
+		g.Expect(evs[0].Type).To(Equal("Warning"))
+		g.Expect(evs[0].Note).To(ContainSubstring("quota"))
+	})
+}
+
 // With no class annotation, the single marked class is used; the claim is
 // then an ordinary one and binds a pre-provisioned address of the class.
 func TestAutoClaim_10_SingleAutoClaimClass(t *testing.T) {

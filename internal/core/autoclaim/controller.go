@@ -111,6 +111,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 func (r *Reconciler) execute(ctx context.Context, svc *corev1.Service, p plan) error {
 	if p.create != nil {
 		if err := r.Client.Create(ctx, p.create); err != nil {
+			if refused(err) {
+				// A quota that is full, a namespace being deleted: the
+				// Service's owner learns why it has no claim; the pass is
+				// retried with backoff.
+				r.Recorder.Record(recorder.WarningOnce(svc, v1alpha1.ReasonAutoClaimRefused,
+					"the API server refused IPAddressClaim %s: %s", p.create.Name, err.Error()))
+			}
 			return fmt.Errorf("creating the claim: %w", err)
 		}
 		metrics.AutoClaimCreated(p.create.Spec.ClassName)
@@ -133,4 +140,11 @@ func (r *Reconciler) execute(ctx context.Context, svc *corev1.Service, p plan) e
 		}
 	}
 	return nil
+}
+
+// refused says whether the API server refused a claim create for a reason
+// the Service's owner should see (admission, a quota, the namespace), not
+// a conflict or an outage a retry gets past unseen.
+func refused(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
 }

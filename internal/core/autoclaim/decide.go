@@ -67,6 +67,9 @@ func decide(s snapshot) plan {
 		return plan{create: newClaim(svc, class), annotate: svc.Name, events: []recorder.Event{recorder.Normal(svc, v1alpha1.ReasonAutoClaimed,
 			"created IPAddressClaim %s of class %q (%s) for this Service", svc.Name, class, family(svc))}}
 	}
+	if leaving(s.claim, svc) {
+		return plan{} // its going wakes the Service (namesake)
+	}
 	return plan{events: []recorder.Event{recorder.WarningOnce(svc, v1alpha1.ReasonClaimNotAdopted,
 		"IPAddressClaim %s exists and is not controlled by this Service; it is not adopted. Name it with the %s annotation to use it",
 		svc.Name, v1alpha1.AnnotationIPAddressClaim)}}
@@ -164,6 +167,16 @@ func newClaim(svc *corev1.Service, class string) *v1alpha1.IPAddressClaim {
 		},
 		Spec: v1alpha1.IPAddressClaimSpec{ClassName: class, Family: family(svc)},
 	}
+}
+
+// leaving says whether a namesake claim the Service does not control is on
+// its way out: being deleted, or controlled by an earlier Service of the
+// name, deleted and created again, which garbage collection deletes. It is
+// no one's to adopt, and the Service is claimed for once it is gone.
+func leaving(claim *v1alpha1.IPAddressClaim, svc *corev1.Service) bool {
+	ref := metav1.GetControllerOf(claim)
+	return claim.DeletionTimestamp != nil ||
+		ref != nil && ref.APIVersion == "v1" && ref.Kind == "Service" && ref.Name == svc.Name && ref.UID != svc.UID
 }
 
 func controlledBy(claim *v1alpha1.IPAddressClaim, svc *corev1.Service) bool {

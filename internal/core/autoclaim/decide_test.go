@@ -113,6 +113,10 @@ func TestDecide(t *testing.T) {
 		}), public, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web"}}, outcome{}},
 		{"10-5 a namesake claim it does not control is never adopted", newService(), public,
 			&v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web"}}, outcome{events: []string{"Warning ClaimNotAdopted"}}},
+		{"10-5 the claim of an earlier Service of the name, deleted and created again, is on its way out: no warning, the Service waits",
+			newService(func(s *corev1.Service) { s.UID = "svc-uid-2" }), public, newClaim(newService(), "public"), outcome{}},
+		{"10-5 a namesake claim being deleted: no warning, the Service waits", newService(), public,
+			withdrawing(&v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web"}}), outcome{}},
 	}
 	for _, k := range sources {
 		tests = append(tests, struct {
