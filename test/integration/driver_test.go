@@ -504,10 +504,14 @@ func TestDriver_AdoptAnAddressAServiceHolds(t *testing.T) {
 		delete(svc.Annotations, metallbiad.AnnotationLoadBalancerIPs)
 		svc.Annotations[v1alpha1.AnnotationIPAddressClaim] = "legacy"
 	})
-	// 2. The address enters the ledger, pre-bound to the claim.
-	e.createAddress(ip, class, preBound(e.ns, "legacy"))
-	// 3. The claim asks for exactly that address.
+	// 2. The claim asks for exactly that address, and waits for it: the
+	// driver provisions nothing for a claim that names its address.
 	e.createClaim("legacy", class, addressName(nameOf(ip)))
+	e.eventually(func(g Gomega) {
+		g.Expect(e.getClaim(g, "legacy").Status.Phase).To(Equal(v1alpha1.ClaimPending))
+	})
+	// 3. The address enters the ledger, pre-bound to the claim.
+	e.createAddress(ip, class, preBound(e.ns, "legacy"))
 
 	e.claimBoundTo("legacy", nameOf(ip))
 	e.eventually(func(g Gomega) {

@@ -139,7 +139,10 @@ func (p *plan) syncBound(s snapshot) {
 func (p *plan) reclaim(s snapshot, key string) {
 	p.claimGone = true
 	why := "claim " + key + " no longer exists"
-	if s.claim != nil {
+	switch {
+	case s.claim == nil && s.address.Spec.ClaimRef.UID == "":
+		why = "pre-bound to claim " + key + ", which does not exist (create the claim before an address pre-bound to it)"
+	case s.claim != nil:
 		why = "claim " + key + " was replaced by a new claim of the same name"
 	}
 	if s.address.Spec.ReclaimPolicy == v1alpha1.ReclaimDelete {
