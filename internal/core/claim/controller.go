@@ -310,6 +310,10 @@ var errStale = errors.New("the cache has yet to catch up with the claim")
 // errBusy: every free candidate is being bound by another worker right now.
 var errBusy = errors.New("every candidate is in flight")
 
+// errDetaching: the family's kept address is still attached to its old
+// Service (detaching).
+var errDetaching = errors.New("the kept address is still attached")
+
 // gather reads the snapshot from the cache, overlaid with this binder's own
 // writes the cache has not delivered yet. The candidates it passes on are
 // reserved for this pass (the caller unreserves them).
@@ -372,6 +376,9 @@ func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressCl
 	var out []v1alpha1.IPAddress
 	for _, f := range claim.Spec.Family.Families() {
 		kept, err := r.keptInNamespace(ctx, claim, class, f)
+		if errors.Is(err, errDetaching) {
+			continue // the family waits for its own address
+		}
 		if kept != nil || err != nil {
 			if kept != nil {
 				out = append(out, *kept)
@@ -432,7 +439,8 @@ func (r *Reconciler) smallestFree(ctx context.Context, class string, f v1alpha1.
 // namespace, the one of family f the claim takes before anything else
 // (rebindable, releasedFirst), reserved for this pass; nil when there is
 // none. Only in-flight ones: errBusy, since an Available address must not
-// be taken while the namespace still has one of its own.
+// be taken while the namespace still has one of its own; only one of the
+// claim's name still attached: errDetaching.
 func (r *Reconciler) keptInNamespace(ctx context.Context, claim *v1alpha1.IPAddressClaim, class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) (*v1alpha1.IPAddress, error) {
 	if !class.Spec.KeepReleasedInNamespace {
 		return nil, nil
@@ -452,6 +460,11 @@ func (r *Reconciler) keptInNamespace(ctx context.Context, claim *v1alpha1.IPAddr
 	}
 	if len(kept) > 0 {
 		return nil, errBusy
+	}
+	for i := range list.Items {
+		if detaching(&list.Items[i], claim, class, f) {
+			return nil, errDetaching
+		}
 	}
 	return nil, nil
 }

@@ -220,3 +220,26 @@ func TestKeptAddressWaitsForItsNamesake(t *testing.T) {
 		t.Errorf("the kept address went to %s, want it left for web", got.Spec.ClaimRef.Name)
 	}
 }
+
+// 4-7: a claim deleted and created again under its name, in a class that
+// keeps Released addresses, waits for its former address while the driver
+// still detaches it from the Service naming the claim — it does not match
+// an Available address meanwhile.
+func TestKeptAddressStillAttachedIsWaitedFor(t *testing.T) {
+	class := newClass("public", func(c *v1alpha1.IPAddressClass) { c.Spec.KeepReleasedInNamespace = true })
+	web := newClaim("web", withClass("public"), withStatusClass("public"), withPhase(v1alpha1.ClaimPending)) // re-created: a new UID
+	kept := newAddress("203.0.113.1", "public", releasedFrom(ns, "web", now.Add(-time.Minute)), attachedTo("web"))
+	free := newAddress("203.0.113.2", "public", inPhase(v1alpha1.AddressAvailable))
+	cache, live := fakes(t, objects(web, &class, &kept, &free), objects(web, &class, &kept, &free))
+	r := reconciler(cache, live)
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(web)}); err != nil {
+		t.Fatal(err)
+	}
+	var got v1alpha1.IPAddress
+	if err := cache.Get(context.Background(), client.ObjectKeyFromObject(&free), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.ClaimRef != nil {
+		t.Errorf("the Available address was bound to %v; want the claim to wait for its own", got.Spec.ClaimRef)
+	}
+}

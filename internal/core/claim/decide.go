@@ -402,11 +402,25 @@ func matchable(a *v1alpha1.IPAddress, class string, f v1alpha1.IPFamily) bool {
 // workload: bound again while its old Service still held it, it would be
 // handed between two Services at once.
 func rebindable(a *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim, class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) bool {
+	return kept(a, claim, class, f) && a.Status.AssociatedTo == nil && a.Status.Holding == nil
+}
+
+// detaching: an address of family f the class keeps for a claim of this
+// claim's name, still attached to its old Service. The claim waits for it
+// (keptFreed wakes it) instead of matching an Available address: a claim
+// deleted and created again under its name, its Service naming it still,
+// gets its address back, not another.
+func detaching(a *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim, class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) bool {
+	return kept(a, claim, class, f) && a.Spec.ClaimRef.Name == claim.Name && (a.Status.AssociatedTo != nil || a.Status.Holding != nil)
+}
+
+// kept: a Released address of family f that class keeps in the claim's
+// namespace, last bound to another claim (incarnation) of it.
+func kept(a *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim, class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) bool {
 	ref := a.Spec.ClaimRef
 	return class.Spec.KeepReleasedInNamespace && a.Status.Phase == v1alpha1.AddressReleased && a.DeletionTimestamp == nil &&
 		ref != nil && ref.Namespace == claim.Namespace && ref.UID != claim.UID &&
-		a.Spec.ClassName == class.Name && binding.Family(a) == f &&
-		a.Status.AssociatedTo == nil && a.Status.Holding == nil
+		a.Spec.ClassName == class.Name && binding.Family(a) == f
 }
 
 // releasedFirst orders the addresses a claim may take back: the one last
