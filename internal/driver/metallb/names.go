@@ -54,4 +54,5 @@ const (
 	ReasonClaimInUse         = "ClaimInUse"
 	ReasonPlaceholderTaken   = "PlaceholderTaken"
 	ReasonFamilyNotAttached  = "FamilyNotAttached"
+	ReasonPlaceholderRefused = "PlaceholderRefused"
 )

@@ -687,6 +687,13 @@ func (r *Reconciler) execute(ctx context.Context, a *v1alpha1.IPAddress, p plan)
 	}
 	for _, svc := range p.create {
 		if err := r.Client.Create(ctx, svc); err != nil {
+			if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+				// Say why MetalLB does not hold the address (a family the
+				// cluster's Services lack, the driver's namespace being
+				// deleted); the pass is retried with backoff.
+				r.Recorder.Record(recorder.WarningOnce(a, metallb.ReasonPlaceholderRefused,
+					"the API server refused placeholder Service %s/%s, so MetalLB does not hold %s: %v", svc.Namespace, svc.Name, a.Spec.Address, err))
+			}
 			return err
 		}
 	}

@@ -4,17 +4,22 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -303,5 +308,29 @@ func TestPinnedOfTrustsNoCopiedMarker(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != mine {
 		t.Errorf("pinnedOf = %v, want only %s/%s", got, mine.Namespace, mine.Name)
+	}
+}
+
+// A placeholder the API server refuses (an IPv6 address in a cluster whose
+// Services are IPv4 only, the driver's namespace being deleted) is reported
+// on the address: its claim reads Bound while MetalLB holds nothing.
+func TestRefusedPlaceholderIsReported(t *testing.T) {
+	a := addr(v6, v1alpha1.AddressBound)
+	ph := svc("metallb-iad-system", a.Name)
+	refusal := apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, ph.Name, field.ErrorList{field.Invalid(field.NewPath("spec", "ipFamilies"), "IPv6", "not configured on this cluster")})
+	rec := events.NewFakeRecorder(10)
+	r := &Reconciler{Client: fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error { return refusal },
+	}).Build(), Recorder: recorder.New(rec)}
+	if err := r.execute(context.Background(), a, plan{create: []*corev1.Service{ph}}); !apierrors.IsInvalid(err) {
+		t.Fatalf("execute: %v, want the refusal", err)
+	}
+	select {
+	case e := <-rec.Events:
+		if !strings.Contains(e, "Warning "+metallb.ReasonPlaceholderRefused) || !strings.Contains(e, "not configured on this cluster") {
+			t.Errorf("event %q", e)
+		}
+	default:
+		t.Error("no event")
 	}
 }
