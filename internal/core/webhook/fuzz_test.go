@@ -200,7 +200,7 @@ func FuzzValidateClaimUpdate(f *testing.F) {
 		root := fuzzRoot(nested, "spec")
 		oldClaim := fuzzClaimSpec(oldClass, oldFam, oldName, phase, reports)
 		newClaim := fuzzClaimSpec(newClass, newFam, newName, phase, reports)
-		errs := ValidateClaimUpdate(oldClaim, newClaim, root)
+		errs := ValidateClaimUpdate(oldClaim, newClaim, false, root)
 		checkUnder(t, errs, root)
 		for _, e := range errs {
 			if e.Type != field.ErrorTypeForbidden {
@@ -211,16 +211,16 @@ func FuzzValidateClaimUpdate(f *testing.F) {
 		if !held && len(errs) != 0 {
 			t.Errorf("a claim holding nothing was refused a change: %v", errs)
 		}
-		if e := ValidateClaimUpdate(oldClaim, oldClaim.DeepCopy(), root); len(e) != 0 {
+		if e := ValidateClaimUpdate(oldClaim, oldClaim.DeepCopy(), false, root); len(e) != 0 {
 			t.Errorf("an unchanged spec was refused: %v", e)
 		}
 		labelled := oldClaim.DeepCopy()
 		labelled.Labels = map[string]string{"app": newClass}
-		if e := ValidateClaimUpdate(oldClaim, labelled, root); len(e) != 0 {
+		if e := ValidateClaimUpdate(oldClaim, labelled, false, root); len(e) != 0 {
 			t.Errorf("a metadata-only edit was refused: %v", e)
 		}
 		// Undoing a change touches the same fields.
-		back := ValidateClaimUpdate(fuzzClaimSpec(newClass, newFam, newName, phase, reports), oldClaim, root)
+		back := ValidateClaimUpdate(fuzzClaimSpec(newClass, newFam, newName, phase, reports), oldClaim, false, root)
 		if !slices.Equal(fieldsOf(errs), fieldsOf(back)) {
 			t.Errorf("the change refuses %v, undoing it %v", fieldsOf(errs), fieldsOf(back))
 		}

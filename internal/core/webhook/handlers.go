@@ -105,7 +105,7 @@ func (h handlers) defaultAddress(_ context.Context, req admission.Request) admis
 	return admission.Patched("", append(ProtectAddress(&a), UntrackPatch(&a.ObjectMeta)...)...)
 }
 
-func (h handlers) validateClaim(_ context.Context, req admission.Request) admission.Response {
+func (h handlers) validateClaim(ctx context.Context, req admission.Request) admission.Response {
 	var old, claim v1alpha1.IPAddressClaim
 	if err := h.decodeBoth(req, &old, &claim); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
@@ -113,7 +113,15 @@ func (h handlers) validateClaim(_ context.Context, req admission.Request) admiss
 	if req.SubResource == "status" {
 		return respond(req, ValidateClaimStatusUpdate(&old, &claim, req.UserInfo, h.principals, field.NewPath("status")))
 	}
-	errs := ValidateClaimUpdate(&old, &claim, field.NewPath("spec"))
+	holding := false
+	if Retargets(&old, &claim) && !claimHeld(&old) {
+		var addrs v1alpha1.IPAddressList
+		if err := index.AddressesNaming(ctx, h.reader, &addrs, old.Namespace, old.Name, client.UnsafeDisableDeepCopy); err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		holding = slices.ContainsFunc(addrs.Items, func(a v1alpha1.IPAddress) bool { return a.Spec.ClaimRef.UID == old.UID })
+	}
+	errs := ValidateClaimUpdate(&old, &claim, holding, field.NewPath("spec"))
 	return respond(req, append(errs, ValidateClaimStampUpdate(&old, &claim, req.UserInfo, h.principals, nil)...))
 }
 

@@ -31,9 +31,12 @@ const (
 // its class, family and addressName are fixed, since changing them would
 // leave the claim's addresses answering a request it no longer makes.
 // Before that the claim may be re-targeted; the core's provisioner stamp
-// follows (§4 step 6). fldPath is the spec's path.
-func ValidateClaimUpdate(oldClaim, newClaim *v1alpha1.IPAddressClaim, fldPath *field.Path) field.ErrorList {
-	if !claimHeld(oldClaim) {
+// follows (§4 step 6). holding says an address carries the claim's UID in
+// its claimRef already — the binding record, which the claim's status
+// reports only a pass later (a driver creates its addresses with the UID).
+// fldPath is the spec's path.
+func ValidateClaimUpdate(oldClaim, newClaim *v1alpha1.IPAddressClaim, holding bool, fldPath *field.Path) field.ErrorList {
+	if !claimHeld(oldClaim) && !holding {
 		return nil
 	}
 	var errs field.ErrorList
@@ -50,6 +53,13 @@ func ValidateClaimUpdate(oldClaim, newClaim *v1alpha1.IPAddressClaim, fldPath *f
 		errs = append(errs, field.Forbidden(fldPath.Child("addressName"), msgClaimBound))
 	}
 	return errs
+}
+
+// Retargets says whether an update changes what the claim asks for: its
+// class, family or addressName.
+func Retargets(oldClaim, newClaim *v1alpha1.IPAddressClaim) bool {
+	o, n := oldClaim.Spec, newClaim.Spec
+	return o.ClassName != n.ClassName || orIPv4(o.Family) != orIPv4(n.Family) || o.AddressName != n.AddressName
 }
 
 func orIPv4(f v1alpha1.IPFamily) v1alpha1.IPFamily {

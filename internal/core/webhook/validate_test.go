@@ -88,9 +88,17 @@ func TestValidateClaimUpdate(t *testing.T) {
 			newClaim(boundClaim), newClaim(boundClaim, func(c *v1alpha1.IPAddressClaim) { c.Labels = map[string]string{"app": "web"} }), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkErrors(t, ValidateClaimUpdate(tc.old, tc.new, specPath), tc.want)
+			checkErrors(t, ValidateClaimUpdate(tc.old, tc.new, false, specPath), tc.want)
 		})
 	}
+}
+
+// A claim an address holds already (its claimRef carries the claim's UID:
+// a driver's new address), its status not yet written, counts as bound.
+func TestValidateClaimUpdateWhileAnAddressHoldsIt(t *testing.T) {
+	checkErrors(t, ValidateClaimUpdate(newClaim(), newClaim(family(v1alpha1.IPv6)), true, specPath),
+		field.ErrorList{field.Forbidden(specPath.Child("family"), msgClaimBound)})
+	checkErrors(t, ValidateClaimUpdate(newClaim(), newClaim(func(c *v1alpha1.IPAddressClaim) { c.Labels = map[string]string{"app": "web"} }), true, specPath), nil)
 }
 
 func TestValidateClaimStatusUpdate(t *testing.T) {
