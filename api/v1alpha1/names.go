@@ -18,6 +18,9 @@ const (
 	AnnotationIPAddressClass = "local.sdn.cozystack.io/ip-address-class"
 	// AnnotationAutoClaim set to "false" on a Service opts it out of auto-claim.
 	AnnotationAutoClaim = "local.sdn.cozystack.io/auto-claim"
+	// AnnotationAutoClaimedFor marks a claim the core created for a Service
+	// (auto-claim) with the Service's UID; only the core writes it.
+	AnnotationAutoClaimedFor = "local.sdn.cozystack.io/auto-claimed-for"
 
 	// FinalizerClaimProtection routes a claim's deletion through reclaim.
 	FinalizerClaimProtection = "local.sdn.cozystack.io/claim-protection"

@@ -429,6 +429,41 @@ func TestAutoClaim_10_NotAdopted(t *testing.T) {
 	}, "a claim the Service does not control is left as it is")
 }
 
+// A claim a tenant creates with a Service as its controller (the Service's
+// UID is readable to anyone who may view it) is not the core's: the core
+// neither names it on that Service (which the tenant may not edit; the
+// Service holds an address already) nor deletes it when the Service opts
+// out. Only the core writes its mark (the webhook strips it from anyone
+// else's create: TestDropForeignStamp).
+func TestAutoClaim_10_ForgedControllerIsNotTheCore(t *testing.T) {
+	e := newEnv(t)
+	class := e.class("a")
+	e.createClass(class)
+	startManager(t)
+
+	e.createService("opted-out", svcClass(class), svcAnnotation(v1alpha1.AnnotationAutoClaim, "false"))
+	e.createService("addressed", svcClass(class))
+	addressed := e.getService(e.g, "addressed")
+	addressed.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: e.v4(9)}}
+	e.g.Expect(k8s.Status().Update(e.ctx, addressed)).To(Succeed())
+	claims := map[string]types.UID{}
+	for _, name := range []string{"opted-out", "addressed"} {
+		svc := e.getService(e.g, name)
+		c := e.createClaim(name, class, func(c *v1alpha1.IPAddressClaim) {
+			c.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID, Controller: ptr.To(true)}}
+		})
+		claims[name] = c.UID
+	}
+	e.consistently(quiet, func(g Gomega) {
+		for name, uid := range claims {
+			c := e.getClaim(g, name)
+			g.Expect(c.UID).To(Equal(uid))
+			g.Expect(c.DeletionTimestamp).To(BeNil(), "the core withdrew claim %s, which it never created", name)
+			g.Expect(e.getService(g, name).Annotations).NotTo(HaveKey(v1alpha1.AnnotationIPAddressClaim), "the core named claim %s on its Service", name)
+		}
+	})
+}
+
 // spec.family follows the Service: Dual only for RequireDualStack, else
 // the Service's first family. The control plane's Service CIDRs are
 // dual-stack.

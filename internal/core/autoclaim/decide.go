@@ -160,6 +160,7 @@ func newClaim(svc *corev1.Service, class string) *v1alpha1.IPAddressClaim {
 	return &v1alpha1.IPAddressClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: svc.Namespace, Name: svc.Name,
+			Annotations: map[string]string{v1alpha1.AnnotationAutoClaimedFor: string(svc.UID)},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID,
 				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
@@ -179,7 +180,12 @@ func leaving(claim *v1alpha1.IPAddressClaim, svc *corev1.Service) bool {
 		ref != nil && ref.APIVersion == "v1" && ref.Kind == "Service" && ref.Name == svc.Name && ref.UID != svc.UID
 }
 
+// controlledBy says whether the core created claim for svc: the Service is
+// its controller, and the core's mark (which nobody else may write) names
+// it. A controller reference alone anyone creating the claim could write:
+// the core would then name the claim on a Service its writer may not edit,
+// or delete a claim it never created.
 func controlledBy(claim *v1alpha1.IPAddressClaim, svc *corev1.Service) bool {
 	ref := metav1.GetControllerOf(claim)
-	return ref != nil && ref.UID == svc.UID
+	return ref != nil && ref.UID == svc.UID && claim.Annotations[v1alpha1.AnnotationAutoClaimedFor] == string(svc.UID)
 }

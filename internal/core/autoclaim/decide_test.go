@@ -113,6 +113,12 @@ func TestDecide(t *testing.T) {
 		}), public, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web"}}, outcome{}},
 		{"10-5 a namesake claim it does not control is never adopted", newService(), public,
 			&v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web"}}, outcome{events: []string{"Warning ClaimNotAdopted"}}},
+		{"10-5 a claim the Service controls that the core did not create (no mark) is not named on the Service", newService(func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.9"}}
+		}), public, forged(newClaim(newService(), "public")), outcome{}},
+		{"10-5 ...nor deleted when the Service opts out", newService(annotated(v1alpha1.AnnotationAutoClaim, "false")), public,
+			forged(holdsAddress(newClaim(newService(), "public"), "192.0.2.9")), outcome{}},
+		{"10-5 ...nor adopted", newService(), public, forged(newClaim(newService(), "public")), outcome{events: []string{"Warning ClaimNotAdopted"}}},
 		{"10-5 the claim of an earlier Service of the name, deleted and created again, is on its way out: no warning, the Service waits",
 			newService(func(s *corev1.Service) { s.UID = "svc-uid-2" }), public, newClaim(newService(), "public"), outcome{}},
 		{"10-5 a namesake claim being deleted: no warning, the Service waits", newService(), public,
@@ -162,6 +168,13 @@ func TestTransformServiceKeepsWhatDecideReads(t *testing.T) {
 // told them, as cmd/manager is by its flag.
 var sources = []string{"metallb.io/loadBalancerIPs", "metallb.io/address-pool", "metallb.io/allow-shared-ip",
 	"metallb.universe.tf/loadBalancerIPs", "example.net/pool", "example.net/shared-with"}
+
+// forged is c without the core's mark: a claim someone else created with
+// the Service as its controller.
+func forged(c *v1alpha1.IPAddressClaim) *v1alpha1.IPAddressClaim {
+	delete(c.Annotations, v1alpha1.AnnotationAutoClaimedFor)
+	return c
+}
 
 func withdrawing(c *v1alpha1.IPAddressClaim) *v1alpha1.IPAddressClaim {
 	c.DeletionTimestamp = &metav1.Time{}

@@ -25,7 +25,19 @@ const (
 	// msgStampDropped takes the stamp's value.
 	msgStampDropped = "metadata.annotations[" + v1alpha1.AnnotationProvisioner + "]: %q removed; " +
 		"only the address-controller core stamps a claim, once it has resolved its class"
+	msgAutoClaimed = "only the address-controller core marks the claims it creates for a Service (auto-claim): " +
+		"the mark lets it name the claim on the Service, or delete it"
+	// msgAutoClaimedDropped takes the mark's value.
+	msgAutoClaimedDropped = "metadata.annotations[" + v1alpha1.AnnotationAutoClaimedFor + "]: %q removed; " +
+		"only the address-controller core marks the claims it creates for a Service"
 )
+
+// coreMarks are the claim annotations only the core writes, with why, and
+// the warning when one is dropped from a claim someone else creates.
+var coreMarks = []struct{ key, msg, dropped string }{
+	{v1alpha1.AnnotationProvisioner, msgStamp, msgStampDropped},
+	{v1alpha1.AnnotationAutoClaimedFor, msgAutoClaimed, msgAutoClaimedDropped},
+}
 
 // ValidateClaimUpdate keeps a claim that holds addresses on them: once bound
 // its class, family and addressName are fixed, since changing them would
@@ -86,30 +98,43 @@ func ValidateClaimStatusUpdate(oldClaim, newClaim *v1alpha1.IPAddressClaim, u au
 	return field.ErrorList{field.Forbidden(fldPath, msgClaimStatus)}
 }
 
-// ValidateClaimStampUpdate keeps the provisioner stamp to the core (§3): a
-// driver serves the claims stamped with its name, so a stamp written by
-// anyone else would hand the claim to a driver the class does not name.
-// Setting, changing and removing it are all the core's. fldPath is the
-// object's path.
+// ValidateClaimStampUpdate keeps the core's marks on a claim to the core
+// (§3). The provisioner stamp: a driver serves the claims stamped with its
+// name, so a stamp written by anyone else would hand the claim to a driver
+// the class does not name. The auto-claim mark: the core names a claim it
+// created on its Service, or deletes it, so a mark written by anyone else
+// would have the core annotate a Service its writer may not edit. Setting,
+// changing and removing either are the core's. fldPath is the object's
+// path.
 func ValidateClaimStampUpdate(oldClaim, newClaim *v1alpha1.IPAddressClaim, u authenticationv1.UserInfo, p Principals, fldPath *field.Path) field.ErrorList {
-	o, hadStamp := oldClaim.Annotations[v1alpha1.AnnotationProvisioner]
-	n, hasStamp := newClaim.Annotations[v1alpha1.AnnotationProvisioner]
-	if (o == n && hadStamp == hasStamp) || p.IsCore(u) {
+	if p.IsCore(u) {
 		return nil
 	}
-	return field.ErrorList{field.Forbidden(fldPath.Child("metadata", "annotations").Key(v1alpha1.AnnotationProvisioner), msgStamp)}
+	var errs field.ErrorList
+	for _, m := range coreMarks {
+		o, had := oldClaim.Annotations[m.key]
+		n, has := newClaim.Annotations[m.key]
+		if o != n || had != has {
+			errs = append(errs, field.Forbidden(fldPath.Child("metadata", "annotations").Key(m.key), m.msg))
+		}
+	}
+	return errs
 }
 
-// DropForeignStamp removes the provisioner stamp from a claim that anyone
-// but the core creates, and says so in a warning. Removed rather than
-// refused: a claim restored from a backup or copied from another cluster
-// carries its old stamp, and the core stamps it again once it resolves the
-// claim's class.
+// DropForeignStamp removes the core's marks from a claim that anyone but
+// the core creates, and says so in a warning. Removed rather than refused:
+// a claim restored from a backup or copied from another cluster carries its
+// old marks, and the core stamps it again once it resolves the claim's
+// class.
 func DropForeignStamp(claim *v1alpha1.IPAddressClaim, u authenticationv1.UserInfo, p Principals) (warnings []string) {
-	v, ok := claim.Annotations[v1alpha1.AnnotationProvisioner]
-	if !ok || p.IsCore(u) {
+	if p.IsCore(u) {
 		return nil
 	}
-	delete(claim.Annotations, v1alpha1.AnnotationProvisioner)
-	return []string{fmt.Sprintf(msgStampDropped, v)}
+	for _, m := range coreMarks {
+		if v, ok := claim.Annotations[m.key]; ok {
+			delete(claim.Annotations, m.key)
+			warnings = append(warnings, fmt.Sprintf(m.dropped, v))
+		}
+	}
+	return warnings
 }

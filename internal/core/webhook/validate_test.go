@@ -144,6 +144,15 @@ func stamped(provisioner string) func(*v1alpha1.IPAddressClaim) {
 	}
 }
 
+func autoClaimedFor(uid string) func(*v1alpha1.IPAddressClaim) {
+	return func(c *v1alpha1.IPAddressClaim) {
+		if c.Annotations == nil {
+			c.Annotations = map[string]string{}
+		}
+		c.Annotations[v1alpha1.AnnotationAutoClaimedFor] = uid
+	}
+}
+
 func TestValidateClaimStampUpdate(t *testing.T) {
 	denied := field.ErrorList{field.Forbidden(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationProvisioner), msgStamp)}
 	other := func(c *v1alpha1.IPAddressClaim) { c.Annotations["note"] = "x" }
@@ -161,6 +170,11 @@ func TestValidateClaimStampUpdate(t *testing.T) {
 		{"nor can a driver", driver, newClaim(), newClaim(stamped("metallb.example.com")), denied},
 		{"nor an admin", admin, newClaim(stamped("a.example.com")), newClaim(stamped("")), denied},
 		{"a tenant's edit that keeps the stamp passes", tenant, newClaim(stamped("a.example.com")), newClaim(stamped("a.example.com"), other), nil},
+		{"a tenant cannot mark a claim auto-claimed", tenant, newClaim(), newClaim(autoClaimedFor("svc-uid")),
+			field.ErrorList{field.Forbidden(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationAutoClaimedFor), msgAutoClaimed)}},
+		{"nor remove the mark", tenant, newClaim(autoClaimedFor("svc-uid")), newClaim(),
+			field.ErrorList{field.Forbidden(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationAutoClaimedFor), msgAutoClaimed)}},
+		{"the core marks the claims it creates", core, newClaim(), newClaim(autoClaimedFor("svc-uid")), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkErrors(t, ValidateClaimStampUpdate(tc.old, tc.new, tc.u, principals, nil), tc.want)
@@ -180,10 +194,15 @@ func TestDropForeignStamp(t *testing.T) {
 		{"so is an admin's (a restored backup)", admin, newClaim(stamped("metallb.example.com")), false, true},
 		{"the core's stays", core, newClaim(stamped("metallb.example.com")), true, false},
 		{"no stamp, nothing to say", tenant, newClaim(), false, false},
+		{"a tenant's auto-claim mark is removed, with a warning", tenant, newClaim(autoClaimedFor("svc-uid")), false, true},
+		{"the core's stays", core, newClaim(autoClaimedFor("svc-uid")), true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := DropForeignStamp(tc.claim, tc.u, principals)
 			_, has := tc.claim.Annotations[v1alpha1.AnnotationProvisioner]
+			if _, marked := tc.claim.Annotations[v1alpha1.AnnotationAutoClaimedFor]; marked {
+				has = true
+			}
 			if has != tc.wantStamp || (len(w) > 0) != tc.warned {
 				t.Fatalf("stamp kept %v (want %v), warnings %q", has, tc.wantStamp, w)
 			}
