@@ -24,6 +24,15 @@ type Event struct {
 	// own; a repeat of the last message for the object and reason is
 	// suppressed. Otherwise the caller has detected a transition itself.
 	Once bool
+	// Ends are the reasons of Once events this one ends (a resolution): a
+	// later recurrence of the same message is recorded again.
+	Ends []string
+}
+
+// Ending is e, ending the Once events of reasons on the same object.
+func (e Event) Ending(reasons ...string) Event {
+	e.Ends = reasons
+	return e
 }
 
 // Normal is a Normal event on a transition.
@@ -65,6 +74,13 @@ func New(r events.EventRecorder) *Recorder {
 func (r *Recorder) Record(e Event) {
 	if e.Once && !r.first(e) {
 		return
+	}
+	if len(e.Ends) > 0 {
+		r.mu.Lock()
+		for _, reason := range e.Ends {
+			delete(r.last, key{uid: e.Regarding.GetUID(), reason: reason})
+		}
+		r.mu.Unlock()
 	}
 	r.events.Eventf(e.Regarding, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
 }

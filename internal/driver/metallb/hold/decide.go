@@ -794,11 +794,11 @@ func restore(s snapshot, st *v1alpha1.IPAddressStatus, p *plan) {
 	a := s.address
 	if meta.IsStatusConditionFalse(st.Conditions, v1alpha1.ConditionInBackend) {
 		binding.SetCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionInBackend, Status: metav1.ConditionTrue, Reason: metallb.ReasonInPool, Message: "the pool holds the address again"}, s.now)
-		p.events = append(p.events, recorder.Normal(a, metallb.ReasonInPool, "%s is held in MetalLB's books again", s.ip))
+		p.events = append(p.events, recorder.Normal(a, metallb.ReasonInPool, "%s is held in MetalLB's books again", s.ip).Ending(v1alpha1.ReasonLost))
 	}
 	if meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionConflict) {
 		binding.SetCondition(&st.Conditions, metav1.Condition{Type: v1alpha1.ConditionConflict, Status: metav1.ConditionFalse, Reason: metallb.ReasonConflictResolved, Message: "no unauthorized Service holds the address"}, s.now)
-		p.events = append(p.events, recorder.Normal(a, metallb.ReasonConflictResolved, "no unauthorized Service holds %s any more", s.ip))
+		p.events = append(p.events, recorder.Normal(a, metallb.ReasonConflictResolved, "no unauthorized Service holds %s any more", s.ip).Ending(metallb.ReasonUnauthorizedHolder))
 	}
 	if st.Phase == v1alpha1.AddressConflict || st.Phase == v1alpha1.AddressLost {
 		st.Phase = binding.CorePhase(st)
