@@ -42,6 +42,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -134,7 +135,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Named("ipaddressclaim").
 		For(&v1alpha1.IPAddressClaim{}).
 		Watches(&v1alpha1.IPAddress{}, r.addressHandler()).
-		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.classChanged)).
+		Watches(&v1alpha1.IPAddressClass{}, r.classHandler()).
 		Watches(&v1alpha1.IPAddressClass{}, r.readinessHandler()).
 		Watches(&corev1.ResourceQuota{}, handler.EnqueueRequestsFromMapFunc(r.waitingInNamespace), builder.WithPredicates(quotaPredicate)).
 		WatchesRawSource(source.Channel(r.wake, &handler.TypedEnqueueRequestForObject[*v1alpha1.IPAddressClaim]{})).
@@ -223,13 +224,45 @@ func (r *Reconciler) readinessHandler() handler.EventHandler {
 	}
 }
 
-// classChanged: any class change retries the claims whose class did not
-// resolve, and the claims still waiting on the changed class — its deletion
-// (or the start of it) must turn their ClassResolved condition to
-// ClassNotFound at once, not when something else wakes them.
-func (r *Reconciler) classChanged(ctx context.Context, class client.Object) []reconcile.Request {
-	reqs := index.Requests(ctx, r.Client, &v1alpha1.IPAddressClaimList{}, client.MatchingFields{index.ClaimUnresolved: index.Unresolved})
-	return append(reqs, index.WaitingOnClass(ctx, r.Client, class.GetName())...)
+// classHandler: a class change retries the claims still waiting on the
+// class — its deletion (or the start of it) must turn their ClassResolved
+// condition to ClassNotFound at once, not when something else wakes them,
+// and its counts say whether they wait on an exhausted class — and, when it
+// can change how classes resolve, the claims whose class did not resolve.
+// Not on a write of the class's status alone: the core rewrites the counts
+// every few seconds while claims bind, and each would re-run every
+// unresolved claim of the cluster, however many a tenant made.
+func (r *Reconciler) classHandler() handler.EventHandler {
+	enqueue := func(ctx context.Context, class client.Object, unresolved bool, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if unresolved {
+			for _, req := range index.Requests(ctx, r.Client, &v1alpha1.IPAddressClaimList{}, client.MatchingFields{index.ClaimUnresolved: index.Unresolved}) {
+				q.Add(req)
+			}
+		}
+		for _, req := range index.WaitingOnClass(ctx, r.Client, class.GetName()) {
+			q.Add(req)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, true, q)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.ObjectNew, resolvesAnew(e), q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(ctx, e.Object, true, q)
+		},
+	}
+}
+
+// resolvesAnew says whether a class update can change how a claim's class
+// resolves: its spec (the provisioner), its annotations (the default-class
+// mark), the start of its deletion, or a namesake replacing it.
+func resolvesAnew(e event.UpdateEvent) bool {
+	o, n := e.ObjectOld, e.ObjectNew
+	return o.GetGeneration() != n.GetGeneration() || !maps.Equal(o.GetAnnotations(), n.GetAnnotations()) ||
+		o.GetDeletionTimestamp().IsZero() != n.GetDeletionTimestamp().IsZero() || index.Replaced(e)
 }
 
 // Reconcile gathers a snapshot, decides, and carries out the plan.

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -241,5 +242,36 @@ func TestKeptAddressStillAttachedIsWaitedFor(t *testing.T) {
 	}
 	if got.Spec.ClaimRef != nil {
 		t.Errorf("the Available address was bound to %v; want the claim to wait for its own", got.Spec.ClaimRef)
+	}
+}
+
+// 4-6: the claims whose class did not resolve are retried on a class
+// change that can resolve them, not on every write of a class's counts.
+func TestResolvesAnew(t *testing.T) {
+	base := newClass("public")
+	base.Generation = 1
+	mod := func(f func(*v1alpha1.IPAddressClass)) *v1alpha1.IPAddressClass {
+		c := base.DeepCopy()
+		f(c)
+		return c
+	}
+	for _, tc := range []struct {
+		name string
+		new  *v1alpha1.IPAddressClass
+		want bool
+	}{
+		{"its counts", mod(func(c *v1alpha1.IPAddressClass) {
+			c.Status.Capacity = []v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv4, Allocated: 3}}
+		}), false},
+		{"its spec", mod(func(c *v1alpha1.IPAddressClass) { c.Generation = 2 }), true},
+		{"the default-class mark", mod(func(c *v1alpha1.IPAddressClass) {
+			c.Annotations = map[string]string{v1alpha1.AnnotationDefaultClass: "true"}
+		}), true},
+		{"its deletion begins", mod(func(c *v1alpha1.IPAddressClass) { c.DeletionTimestamp = &metav1.Time{Time: now} }), true},
+		{"a namesake replaced it", mod(func(c *v1alpha1.IPAddressClass) { c.UID = "other" }), true},
+	} {
+		if got := resolvesAnew(event.UpdateEvent{ObjectOld: &base, ObjectNew: tc.new}); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
