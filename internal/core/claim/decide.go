@@ -491,8 +491,10 @@ func (p *plan) setStatus(s snapshot, bound []v1alpha1.IPAddress, res *resolution
 	switch {
 	case status.Phase == v1alpha1.ClaimLost && claim.Status.Phase != v1alpha1.ClaimLost:
 		p.events = append(p.events, recorder.Warning(claim, v1alpha1.ReasonLost, "%s", cond.Message))
-	case status.Phase == v1alpha1.ClaimBound && claim.Status.Phase == v1alpha1.ClaimLost:
+	case status.Phase == v1alpha1.ClaimBound && claim.Status.Phase == v1alpha1.ClaimLost && slices.Equal(claim.Status.Addresses, status.Addresses):
 		p.events = append(p.events, recorder.Normal(claim, v1alpha1.ReasonBound, "binding restored: %s", cond.Message))
+	case status.Phase == v1alpha1.ClaimBound && claim.Status.Phase == v1alpha1.ClaimLost:
+		p.events = append(p.events, recorder.Normal(claim, v1alpha1.ReasonBound, "bound again, to a new address in place of the one gone: %s", cond.Message))
 	}
 	p.boundNow = status.Phase == v1alpha1.ClaimBound && claim.Status.Phase != v1alpha1.ClaimBound
 	if !statusEqual(&claim.Status, status) {
@@ -519,9 +521,12 @@ func lostMessage(claim *v1alpha1.IPAddressClaim, bound []v1alpha1.IPAddress, los
 		parts = append(parts, "address "+strings.Join(lost, ", ")+" is Lost")
 	}
 	for _, f := range binding.MissingFamilies(claim, families(bound)) {
-		parts = append(parts, "the "+string(f)+" address is gone")
+		parts = append(parts, "the "+string(f)+" address is gone; another is bound in its place once one is free or provisioned")
 	}
-	return strings.Join(parts, "; ") + "; the claim is not re-provisioned around a lost binding"
+	if len(lost) > 0 {
+		parts = append(parts, "a Lost address is not replaced: it may come back to the backend, or an admin deletes it")
+	}
+	return strings.Join(parts, "; ")
 }
 
 func addressList(addrs []v1alpha1.ClaimedAddress) string {
