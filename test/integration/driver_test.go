@@ -647,6 +647,20 @@ func TestDriver_7_6_ClassSlipTakesNothing(t *testing.T) {
 	setParameters(fmt.Sprintf(`{"pool":%q}`, pool))
 	e.boundAddresses("late", 1)
 
+	// A pool entry MetalLB reads (package net allows a leading zero in a
+	// prefix length) and the driver refuses: the class is refused, and
+	// MetalLB, which still holds every address, is not taken for letting go.
+	setPool := func(addresses ...string) {
+		p := metallb.Pool(pool, false)
+		e.g.Expect(k8s.Get(e.ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+		e.g.Expect(unstructured.SetNestedStringSlice(p.Object, addresses, "spec", "addresses")).To(Succeed())
+		e.g.Expect(k8s.Update(e.ctx, p)).To(Succeed())
+	}
+	setPool(e.v4(0)+"/28", e.v4(64)+"/028")
+	refused("a pool entry only MetalLB reads", "addresses[1]")
+	untouched("a pool entry only MetalLB reads")
+	setPool(e.v4(0) + "/28")
+
 	e.forceDelete(&v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: class}})
 	untouched("the class removed by force")
 	w.check(t)
@@ -714,6 +728,36 @@ func TestDriver_7_5_DualClaimSingleStackService(t *testing.T) {
 	})
 	e.placeholderHolds(v6)
 	e.g.Expect(e.getClaim(e.g, "web").Status.Phase).To(Equal(v1alpha1.ClaimBound))
+}
+
+// A Dual claim moved from a dual-stack Service to a single-stack IPv4 one:
+// its IPv4 address goes to the new Service, its IPv6 one back to its
+// placeholder, and neither is held by nobody at any instant. MetalLB drops
+// both families of a Service whose pin goes, so the old Service lets go
+// only once the IPv6 placeholder holds its address too.
+func TestDriver_7_5_DualClaimMovedToASingleStackService(t *testing.T) {
+	e := newDriverEnv(t)
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/28", e.v6(0)+"/120"), v1alpha1.ReclaimRetain)
+	e.createClaim("web", class, family(v1alpha1.Dual))
+	ips := e.boundAddresses("web", 2)
+	v4, v6 := ips[0], ips[1]
+	if netip.MustParseAddr(v4).Is6() {
+		v4, v6 = v6, v4
+	}
+	e.placeholderHolds(v4)
+	e.placeholderHolds(v6)
+	a := e.service("a", naming("web"), dualStack)
+	e.heldBy(e.ns, "a", v4, v6)
+	w4 := e.watchHolders(v4, e.ns+"/a", e.ns+"/b", driverNamespace+"/"+nameOf(v4))
+	w6 := e.watchHolders(v6, e.ns+"/a", driverNamespace+"/"+nameOf(v6))
+
+	e.service("b", naming("web"))
+	e.update(a, func() { delete(a.Annotations, v1alpha1.AnnotationIPAddressClaim) })
+	e.heldBy(e.ns, "b", v4)
+	e.placeholderHolds(v6)
+	e.eventually(func(g Gomega) { g.Expect(ingressOf(g, e.ns, "a")).To(BeEmpty()) })
+	w4.check(t)
+	w6.check(t)
 }
 
 // Issue 13 (make chaos): MetalLB takes a pin only when it covers every

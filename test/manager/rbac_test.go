@@ -26,7 +26,6 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -368,8 +367,8 @@ func (w workload) gone(obj client.Object) func() bool {
 }
 
 // core: a claim bound, released and its address reclaimed (Delete); an
-// auto-claim created for a Service and withdrawn when the Service chooses
-// its own address; a class deleted once nothing uses it.
+// auto-claim created for a Service and withdrawn when the Service names it
+// no more and opts out; a class deleted once nothing uses it.
 func (w workload) core() {
 	g, ctx, k8s := w.g, w.ctx, w.k8s
 	w.t.Log("core: bind, reclaim, auto-claim, class deletion")
@@ -398,18 +397,22 @@ func (w workload) core() {
 	g.Eventually(w.gone(shopAddress)).Should(BeTrue(),
 		"the auto-claim goes with its Service, and its address with it")
 
-	// A claim controlled by a Service that chose its own address source is
-	// withdrawn (what a Service changed between the claim's creation and
-	// its annotation comes to).
+	// An auto-claim is withdrawn when its Service names it no more and opts
+	// out: the core deletes the claim it created.
 	own := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "own", Annotations: map[string]string{"metallb.io/address-pool": "elsewhere"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "own", Annotations: map[string]string{v1alpha1.AnnotationIPAddressClass: "static"}},
 		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 80}}},
 	}
 	g.Expect(k8s.Create(ctx, own)).To(Succeed())
-	owned := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "own",
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "own", UID: own.UID, Controller: ptr.To(true)}}},
-		Spec: v1alpha1.IPAddressClaimSpec{ClassName: "static", Family: v1alpha1.IPv4}}
-	g.Expect(k8s.Create(ctx, owned)).To(Succeed())
+	owned := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "own"}}
+	g.Eventually(func(g Gomega) {
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(owned), owned)).To(Succeed())
+		g.Expect(k8s.Get(ctx, client.ObjectKeyFromObject(own), own)).To(Succeed())
+		g.Expect(own.Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationIPAddressClaim, "own"))
+		delete(own.Annotations, v1alpha1.AnnotationIPAddressClaim)
+		own.Annotations[v1alpha1.AnnotationAutoClaim] = "false"
+		g.Expect(k8s.Update(ctx, own)).To(Succeed())
+	}).Should(Succeed(), "the core auto-claims the Service, which then opts out")
 	g.Eventually(w.gone(owned)).Should(BeTrue(), "the auto-claim is withdrawn")
 
 	class := &v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: "static"}}

@@ -365,7 +365,7 @@ func attach(s snapshot, w *corev1.Service, p *plan) {
 			p.remove = append(p.remove, ph)
 		}
 		for _, old := range s.pinned {
-			if old.UID != w.UID {
+			if old.UID != w.UID && safeToUnpin(s, old, w) {
 				p.unpin(old)
 			}
 		}
@@ -510,7 +510,7 @@ func takeBack(s snapshot, ph *corev1.Service, p *plan) {
 		return
 	}
 	for _, o := range s.pinned {
-		if safeToUnpin(s, o) {
+		if safeToUnpin(s, o, nil) {
 			p.unpin(o)
 		}
 	}
@@ -539,7 +539,7 @@ func shareBack(s snapshot, ph, old *corev1.Service, p *plan) {
 		p.edit(ph, updatedPlaceholder(ph, want))
 	default:
 		for _, o := range s.pinned {
-			if safeToUnpin(s, o) {
+			if safeToUnpin(s, o, nil) {
 				p.unpin(o)
 			}
 		}
@@ -596,15 +596,17 @@ func soleHolder(s snapshot, ph *corev1.Service) bool {
 
 // safeToUnpin reports whether letting go of old frees none of the
 // addresses the driver pinned to it: each one old still holds is held by
-// its placeholder too, or is no longer reserved. Every address of the
-// marker counts, the pin withdrawn or not: the sharing key is one per
-// Service, so a pass over one address that withdrew it while another
-// address is not yet back on its placeholder would take that one from
-// the placeholder's share — and the other address's pass would give it
-// back, for ever.
-func safeToUnpin(s snapshot, old *corev1.Service) bool {
+// its placeholder too, or by the workload it is moving to (heldByWorkload),
+// or is no longer reserved. Every address of the marker counts, the pin
+// withdrawn or not: the sharing key is one per Service, so a pass over one
+// address that withdrew it while another address is not yet back on its
+// placeholder would take that one from the placeholder's share — and the
+// other address's pass would give it back, for ever. So would a pass that
+// moved one family of a dual-stack Service's claim to a single-stack one:
+// MetalLB drops both families of a Service whose pin goes.
+func safeToUnpin(s snapshot, old, w *corev1.Service) bool {
 	for _, ip := range marker(old) {
-		if !metallb.Holds(old, ip) || !s.reserved[ip] {
+		if !metallb.Holds(old, ip) || !s.reserved[ip] || heldByWorkload(s, old, w, ip) {
 			continue
 		}
 		if ph := s.placeholders[ip]; ph == nil || !metallb.Holds(ph, ip) {
@@ -612,6 +614,26 @@ func safeToUnpin(s snapshot, old *corev1.Service) bool {
 		}
 	}
 	return true
+}
+
+// heldByWorkload reports whether ip, which old holds, is held as well by
+// the workload its address moves to: w for this pass's own address, the
+// Service a sibling's holding record names as its workload for another.
+func heldByWorkload(s snapshot, old, w *corev1.Service, ip netip.Addr) bool {
+	if ip == s.ip {
+		return w != nil && w.UID != old.UID && metallb.Holds(w, ip)
+	}
+	for _, sib := range s.siblings {
+		if sib.Spec.Address != ip.String() || sib.Status.Holding == nil || sib.Status.Holding.Workload == nil {
+			continue
+		}
+		for _, c := range s.candidates {
+			if c.UID == sib.Status.Holding.Workload.UID && c.UID != old.UID && metallb.Holds(c, ip) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // status computes the driver's share of the address status (§7.6):

@@ -300,6 +300,15 @@ func recordedOn(name string) func(*v1alpha1.IPAddress) {
 	}
 }
 
+// handingOffFrom: the holding record keeps Service name, which the driver
+// pinned the address to before and has not let go of yet.
+func handingOffFrom(name string) func(*v1alpha1.IPAddress) {
+	return func(a *v1alpha1.IPAddress) {
+		a.Status.Holding.From = append(a.Status.Holding.From, v1alpha1.HeldReference{Kind: "Service", Namespace: ns, Name: name, UID: types.UID(ns + "/" + name)})
+		a.Status.Holding.Since = &metav1.Time{Time: now.Add(-time.Second)}
+	}
+}
+
 func unbound(a *v1alpha1.IPAddress) { a.Spec.ClaimRef = nil }
 
 func terminating(s *corev1.Service) { s.DeletionTimestamp = &metav1.Time{Time: now} }
@@ -548,6 +557,17 @@ func TestDecide(t *testing.T) {
 				placeholders: []*corev1.Service{ph(v4, sharingKeyPrefix+"old", holding(v4))}},
 			want: outcome{phase: v1alpha1.AddressConflict, conditions: []string{"Conflict=True UnauthorizedHolder"},
 				events: []string{"Warning UnauthorizedHolder /" + a4, "Warning AddressReserved tenant/x"}}},
+		{name: "7-5 a Dual claim moved to a single-stack Service: the old dual-stack one keeps its pin while its IPv6 address is not back on its placeholder",
+			w: world{address: addr(v4, v1alpha1.AddressBound, recordedOn("b"), handingOffFrom("a"), associated("b")), claim: true, family: v1alpha1.Dual, siblings: []*v1alpha1.IPAddress{addr(v6, v1alpha1.AddressBound, recordedOn("a"))},
+				services: []*corev1.Service{svc(ns, "a", dualStack, pinnedBy(dual), holding(v4, v6)),
+					svc(ns, "b", naming("web"), singleStack(corev1.IPv4Protocol), pinnedBy(v4), holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressBound, associatedTo: "tenant/b"}},
+		{name: "7-5 ...and lets go once it is, its IPv4 address held by the new one",
+			w: world{address: addr(v6, v1alpha1.AddressBound, recordedOn("a")), claim: true, family: v1alpha1.Dual, siblings: []*v1alpha1.IPAddress{addr(v4, v1alpha1.AddressBound, recordedOn("b"))},
+				services: []*corev1.Service{svc(ns, "a", dualStack, pinnedBy(dual), holding(v4, v6)),
+					svc(ns, "b", naming("web"), singleStack(corev1.IPv4Protocol), pinnedBy(v4), holding(v4))},
+				placeholders: []*corev1.Service{ph(v6, key, holding(v6))}},
+			want: outcome{update: []string{"tenant/a pinned=" + dual + " finalizer"}, phase: v1alpha1.AddressBound, events: []string{"Warning FamilyNotAttached tenant/b"}}},
 		{name: "7-5 detach of a dual-stack workload waits for both placeholders",
 			w: world{address: addr(v4, v1alpha1.AddressBound, recordedOn("a")), claim: true, siblings: []*v1alpha1.IPAddress{addr(v6, v1alpha1.AddressBound)},
 				services:     []*corev1.Service{svc(ns, "a", pinnedBy(dual), holding(v4, v6))},
