@@ -92,7 +92,11 @@ func decide(s snapshot) plan {
 		}
 		// One address per family: the families never compete for one.
 		ip, ok := allocator.FirstFree(s.class.Ranges, s.used, f)
-		if !ok {
+		switch {
+		case !ok && allocator.Count(s.class.Ranges, nil, f).Total.Sign() == 0:
+			p.failure = fmt.Sprintf("IPAddressPool %s has no %s range: the claim's %s address is not provisioned until the pool gets one", s.class.PoolName, f, f)
+			continue
+		case !ok:
 			p.failure = fmt.Sprintf("IPAddressPool %s has no free %s address", s.class.PoolName, f)
 			continue
 		}
