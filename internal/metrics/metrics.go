@@ -121,7 +121,8 @@ func (i *inventory) Collect(ch chan<- prometheus.Metric) {
 		if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound); c.Status.Phase == v1alpha1.ClaimPending && cond != nil {
 			waiting[waitKey{c.Namespace, binding.ClassName(c), cond.Reason}]++
 		}
-		if ref := metav1.GetControllerOf(c); ref != nil && ref.Kind == "Service" && ref.APIVersion == "v1" {
+		if ref := metav1.GetControllerOf(c); ref != nil && ref.Kind == "Service" && ref.APIVersion == "v1" &&
+			c.Annotations[v1alpha1.AnnotationAutoClaimedFor] == string(ref.UID) {
 			auto[k]++
 		}
 	}); err == nil {

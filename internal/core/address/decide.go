@@ -98,6 +98,11 @@ func (p *plan) syncDeleting(s snapshot) {
 	ref := s.address.Spec.ClaimRef
 	if ref != nil && ref.UID != "" && s.address.Status.Phase != v1alpha1.AddressLost {
 		if s.claim != nil && s.claim.DeletionTimestamp == nil && s.claim.UID == ref.UID {
+			if ph := s.address.Status.Phase; ph != v1alpha1.AddressConflict && ph != v1alpha1.AddressBound {
+				// Kept for its claim, it is Bound like any address its
+				// claim holds: its driver attaches only a Bound one.
+				p.setPhase(s, v1alpha1.AddressBound, "bound to claim "+ref.Namespace+"/"+ref.Name)
+			}
 			return
 		}
 		p.claimGone = s.claim == nil || s.claim.UID != ref.UID

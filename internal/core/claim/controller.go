@@ -364,7 +364,8 @@ func (r *Reconciler) gather(ctx context.Context, claim *v1alpha1.IPAddressClaim)
 	if claim.DeletionTimestamp != nil {
 		return s, nil, nil
 	}
-	candidates, err := r.candidates(ctx, claim, s.class.class)
+	s.detaching = map[v1alpha1.IPFamily]string{}
+	candidates, err := r.candidates(ctx, claim, s.class.class, s.detaching)
 	var reserved []string
 	for i := range candidates {
 		reserved = append(reserved, candidates[i].Name)
@@ -380,8 +381,9 @@ func (r *Reconciler) gather(ctx context.Context, claim *v1alpha1.IPAddressClaim)
 // candidates lists the Available addresses the claim could match: the one
 // it pre-binds by name, or the smallest free one of its class per family it
 // wants. Each is reserved, so the other workers of this process pass on to
-// the next instead of racing for it.
-func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressClaim, class *v1alpha1.IPAddressClass) ([]v1alpha1.IPAddress, error) {
+// the next instead of racing for it. A family whose kept address is still
+// being detached gets none; detaching names that address.
+func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressClaim, class *v1alpha1.IPAddressClass, detaching map[v1alpha1.IPFamily]string) ([]v1alpha1.IPAddress, error) {
 	if claim.Spec.AddressName != "" {
 		var a v1alpha1.IPAddress
 		err := r.Client.Get(ctx, types.NamespacedName{Name: claim.Spec.AddressName}, &a)
@@ -410,7 +412,8 @@ func (r *Reconciler) candidates(ctx context.Context, claim *v1alpha1.IPAddressCl
 	for _, f := range claim.Spec.Family.Families() {
 		kept, err := r.keptInNamespace(ctx, claim, class, f)
 		if errors.Is(err, errDetaching) {
-			continue // the family waits for its own address
+			detaching[f] = kept.Name // the family waits for its own address
+			continue
 		}
 		if kept != nil || err != nil {
 			if kept != nil {
@@ -473,7 +476,7 @@ func (r *Reconciler) smallestFree(ctx context.Context, class string, f v1alpha1.
 // (rebindable, releasedFirst), reserved for this pass; nil when there is
 // none. Only in-flight ones: errBusy, since an Available address must not
 // be taken while the namespace still has one of its own; only one of the
-// claim's name still attached: errDetaching.
+// claim's name still attached: that one, with errDetaching.
 func (r *Reconciler) keptInNamespace(ctx context.Context, claim *v1alpha1.IPAddressClaim, class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) (*v1alpha1.IPAddress, error) {
 	if !class.Spec.KeepReleasedInNamespace {
 		return nil, nil
@@ -496,7 +499,7 @@ func (r *Reconciler) keptInNamespace(ctx context.Context, claim *v1alpha1.IPAddr
 	}
 	for i := range list.Items {
 		if detaching(&list.Items[i], claim, class, f) {
-			return nil, errDetaching
+			return &list.Items[i], errDetaching
 		}
 	}
 	return nil, nil

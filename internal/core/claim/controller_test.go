@@ -2,9 +2,11 @@ package claim
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -242,6 +244,14 @@ func TestKeptAddressStillAttachedIsWaitedFor(t *testing.T) {
 	}
 	if got.Spec.ClaimRef != nil {
 		t.Errorf("the Available address was bound to %v; want the claim to wait for its own", got.Spec.ClaimRef)
+	}
+	var c v1alpha1.IPAddressClaim
+	if err := cache.Get(context.Background(), client.ObjectKeyFromObject(web), &c); err != nil {
+		t.Fatal(err)
+	}
+	if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound); cond == nil ||
+		cond.Reason != v1alpha1.ReasonWaitingForAddress || !strings.Contains(cond.Message, kept.Name) {
+		t.Errorf("Bound condition %v; want it waiting for %s", cond, kept.Name)
 	}
 }
 

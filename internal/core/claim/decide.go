@@ -31,7 +31,11 @@ type snapshot struct {
 	// line is, per family the claim waits for, its place among the claims
 	// waiting for that family of its class (queue).
 	line map[v1alpha1.IPFamily]place
-	now  time.Time
+	// detaching names, per family, the address the class keeps for the
+	// claim's name that its driver is still detaching from its former
+	// Service: the claim waits for it.
+	detaching map[v1alpha1.IPFamily]string
+	now       time.Time
 }
 
 // newSnapshot resolves the claim's class among classes.
@@ -307,6 +311,12 @@ func whyWaiting(s snapshot, class *v1alpha1.IPAddressClass, families []string) w
 	if c := meta.FindStatusCondition(class.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
 		return waiting{v1alpha1.ReasonPoolRefused, fmt.Sprintf("waiting for provisioner %s, which refuses class %q (%s: %s)",
 			class.Spec.Provisioner, class.Name, c.Reason, c.Message)}
+	}
+	for _, f := range families {
+		if name := s.detaching[v1alpha1.IPFamily(f)]; name != "" {
+			return waiting{v1alpha1.ReasonWaitingForAddress, fmt.Sprintf("waiting for IPAddress %s, which class %q keeps for claims named %s, to be detached from its former Service",
+				name, class.Name, s.claim.Name)}
+		}
 	}
 	for _, f := range families {
 		if pl := s.line[v1alpha1.IPFamily(f)]; outOfAddresses(class, v1alpha1.IPFamily(f), pl) {

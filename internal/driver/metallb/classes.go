@@ -2,6 +2,7 @@ package metallb
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -90,24 +91,34 @@ func (c *Classes) Covering(ctx context.Context, ip netip.Addr) (string, error) {
 			return "", err
 		}
 		c.mu.Lock()
-		pools = c.readPools(list.Items)
+		var read map[string]poolRanges
+		pools, read = c.readPools(list.Items)
 		if c.generation == gen {
-			c.pools, c.poolsGeneration = pools, gen
+			c.pools, c.poolsGeneration, c.lastRead = pools, gen, read
 		}
 		c.mu.Unlock()
 	}
+	var unread string
 	for _, p := range pools {
-		if p.holds(ip) {
+		switch {
+		case p.ranges == nil:
+			unread = p.name
+		case p.holds(ip):
 			return p.name, nil
 		}
+	}
+	if unread != "" {
+		// Not knowing what MetalLB kept, the pass decides nothing: it
+		// would otherwise take the address for let go.
+		return "", fmt.Errorf("IPAddressPool %s/%s does not parse and was not read before: whether MetalLB still holds %s is unknown", c.Books.Namespace, unread, ip)
 	}
 	return "", nil
 }
 
-// readPools parses pools as MetalLB reads them, sorted by name; a pool
-// MetalLB refuses counts as last read (none if never read). Called with
-// c.mu held.
-func (c *Classes) readPools(items []unstructured.Unstructured) []poolRanges {
+// readPools parses pools as MetalLB reads them, sorted by name, and
+// returns them by name as read; a pool MetalLB refuses counts as last read,
+// and one never read has no ranges (unknown). Called with c.mu held.
+func (c *Classes) readPools(items []unstructured.Unstructured) ([]poolRanges, map[string]poolRanges) {
 	pools := make([]poolRanges, 0, len(items))
 	read := make(map[string]poolRanges, len(items))
 	for i := range items {
@@ -119,12 +130,14 @@ func (c *Classes) readPools(items []unstructured.Unstructured) []poolRanges {
 			p, ok = poolRanges{name: name, ranges: ranges, avoidBuggy: avoid}, true
 		}
 		if ok {
-			pools, read[name] = append(pools, p), p
+			read[name] = p
+		} else {
+			p = poolRanges{name: name}
 		}
+		pools = append(pools, p)
 	}
-	c.lastRead = read
 	slices.SortFunc(pools, func(a, b poolRanges) int { return strings.Compare(a.name, b.name) })
-	return pools
+	return pools, read
 }
 
 // Class is Books.Class, remembered. obj is shared: callers must not modify it.

@@ -30,9 +30,13 @@ func TestReadPools(t *testing.T) {
 		{"shrunk past it", map[string]any{"addresses": []any{"203.0.113.8/29"}}, false, false},
 	}
 	var c Classes
+	if pools, _ := c.readPools([]unstructured.Unstructured{named("public", map[string]any{"addresses": []any{"bogus"}})}); len(pools) != 1 || pools[0].ranges != nil {
+		t.Fatalf("a pool MetalLB refuses, never read before, is unknown: %v", pools)
+	}
 	for _, st := range steps {
 		other := named("other", map[string]any{"addresses": []any{"198.51.100.0/28"}})
-		pools := c.readPools([]unstructured.Unstructured{named("public", st.pool), other})
+		pools, read := c.readPools([]unstructured.Unstructured{named("public", st.pool), other})
+		c.lastRead = read
 		if len(pools) != 2 || pools[0].name != "other" || pools[1].name != "public" {
 			t.Fatalf("%s: pools %v, want other and public by name", st.name, pools)
 		}
@@ -43,7 +47,7 @@ func TestReadPools(t *testing.T) {
 			t.Errorf("%s: holds %s = %v, want %v", st.name, edge, got, st.holdsEdge)
 		}
 	}
-	if pools := c.readPools(nil); len(pools) != 0 || len(c.lastRead) != 0 {
-		t.Fatalf("a deleted pool is forgotten: %v, %v", pools, c.lastRead)
+	if pools, read := c.readPools(nil); len(pools) != 0 || len(read) != 0 {
+		t.Fatalf("a deleted pool is forgotten: %v, %v", pools, read)
 	}
 }
