@@ -45,7 +45,7 @@ const (
 
 // Setup registers the handlers on mgr's webhook server.
 func Setup(mgr ctrl.Manager, p Principals) {
-	h := handlers{reader: mgr.GetClient(), decoder: admission.NewDecoder(mgr.GetScheme()), principals: p}
+	h := handlers{reader: mgr.GetClient(), live: mgr.GetAPIReader(), decoder: admission.NewDecoder(mgr.GetScheme()), principals: p}
 	srv, limited := mgr.GetWebhookServer(), newLimits()
 	for path, handle := range map[string]admission.HandlerFunc{
 		PathDefaultClaim:    h.defaultClaim,
@@ -61,7 +61,10 @@ func Setup(mgr ctrl.Manager, p Principals) {
 type handlers struct {
 	// reader serves the classes the claim defaulter and the class
 	// validator look at, from the manager's cache.
-	reader     client.Reader
+	reader client.Reader
+	// live reads the API server, for the rare question the cache may
+	// answer too late (holding).
+	live       client.Reader
 	decoder    admission.Decoder
 	principals Principals
 }
@@ -115,14 +118,35 @@ func (h handlers) validateClaim(ctx context.Context, req admission.Request) admi
 	}
 	holding := false
 	if Retargets(&old, &claim) && !claimHeld(&old) {
-		var addrs v1alpha1.IPAddressList
-		if err := index.AddressesNaming(ctx, h.reader, &addrs, old.Namespace, old.Name, client.UnsafeDisableDeepCopy); err != nil {
+		var err error
+		if holding, err = h.holding(ctx, &old); err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
-		holding = slices.ContainsFunc(addrs.Items, func(a v1alpha1.IPAddress) bool { return a.Spec.ClaimRef.UID == old.UID })
 	}
 	errs := ValidateClaimUpdate(&old, &claim, holding, field.NewPath("spec"))
 	return respond(req, append(errs, ValidateClaimStampUpdate(&old, &claim, req.UserInfo, h.principals, nil)...))
+}
+
+// holding reports whether an address carries claim's UID in its claimRef:
+// from the cache, else from the API server (a driver's address just
+// created may not be cached yet; the question is asked only when a claim
+// that reports no address is re-targeted).
+func (h handlers) holding(ctx context.Context, claim *v1alpha1.IPAddressClaim) (bool, error) {
+	carries := func(a v1alpha1.IPAddress) bool { return a.Spec.ClaimRef != nil && a.Spec.ClaimRef.UID == claim.UID }
+	var addrs v1alpha1.IPAddressList
+	if err := index.AddressesNaming(ctx, h.reader, &addrs, claim.Namespace, claim.Name, client.UnsafeDisableDeepCopy); err != nil {
+		return false, err
+	}
+	if slices.ContainsFunc(addrs.Items, carries) {
+		return true, nil
+	}
+	if h.live == nil {
+		return false, nil
+	}
+	if err := h.live.List(ctx, &addrs, client.MatchingFields{index.SelectableClaimNamespace: claim.Namespace, index.SelectableClaimName: claim.Name}); err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(addrs.Items, carries), nil
 }
 
 func (h handlers) validateAddress(ctx context.Context, req admission.Request) admission.Response {

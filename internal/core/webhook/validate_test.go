@@ -1,13 +1,17 @@
 package webhook
 
 import (
+	"context"
 	"testing"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/fakeapi"
 )
 
 var (
@@ -207,5 +211,32 @@ func TestDropForeignStamp(t *testing.T) {
 				t.Fatalf("stamp kept %v (want %v), warnings %q", has, tc.wantStamp, w)
 			}
 		})
+	}
+}
+
+// An address carrying the claim's UID holds it whether the core's cache
+// shows it yet or only the API server does (a driver's address just
+// created); a stale binding (another UID) does not.
+func TestHolding(t *testing.T) {
+	claim := newClaim()
+	bound := func(uid types.UID) client.Object {
+		return &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "ip-203-0-113-7"},
+			Spec: v1alpha1.IPAddressSpec{Address: "203.0.113.7", ClassName: "public",
+				ClaimRef: &v1alpha1.ClaimReference{Namespace: claim.Namespace, Name: claim.Name, UID: uid}}}
+	}
+	for _, tc := range []struct {
+		name        string
+		cache, live []client.Object
+		want        bool
+	}{
+		{"1 cached", []client.Object{bound(claim.UID)}, nil, true},
+		{"2 not cached yet, on the API server", nil, []client.Object{bound(claim.UID)}, true},
+		{"3 a stale binding of an earlier claim of the name", []client.Object{bound("earlier")}, []client.Object{bound("earlier")}, false},
+		{"4 none", nil, nil, false},
+	} {
+		h := handlers{reader: fakeapi.New(t, tc.cache), live: fakeapi.New(t, tc.live)}
+		if got, err := h.holding(context.Background(), claim); err != nil || got != tc.want {
+			t.Errorf("%s: %v, %v; want %v", tc.name, got, err, tc.want)
+		}
 	}
 }
