@@ -341,6 +341,25 @@ func TestAutoClaim_10_RefusedCreateIsReported(t *testing.T) {
 	})
 }
 
+// A Service's ip-address-class annotation corrected after its auto-claim
+// was made (a class that does not exist left the claim waiting for good):
+// the claim, holding no address yet, follows it and binds.
+func TestAutoClaim_10_ClaimFollowsACorrectedClass(t *testing.T) {
+	e := newEnv(t)
+	e.requireNoAutoClaimClass()
+	named := e.class("named")
+	e.createClass(named)
+	addr := e.createAddress(e.v4(1), named)
+	startManager(t)
+
+	e.createService("web", svcClass(named+"-typo"))
+	e.autoClaimed("web", named+"-typo", v1alpha1.IPv4)
+	svc := e.getService(e.g, "web")
+	e.update(svc, func() { svc.Annotations[v1alpha1.AnnotationIPAddressClass] = named })
+	e.claimBoundTo("web", addr.Name)
+	e.g.Expect(e.getClaim(e.g, "web").Spec.ClassName).To(Equal(named))
+}
+
 // With no class annotation, the single marked class is used; the claim is
 // then an ordinary one and binds a pre-provisioned address of the class.
 func TestAutoClaim_10_SingleAutoClaimClass(t *testing.T) {

@@ -3,6 +3,7 @@ package autoclaim
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -24,7 +25,8 @@ import (
 
 // +kubebuilder:rbac:groups="",resources=services,verbs=list;watch;patch
 // +kubebuilder:rbac:groups="",resources=services/finalizers,verbs=update
-// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=list;watch;create;delete
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=list;watch
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -86,7 +88,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	case !apierrors.IsNotFound(err):
 		return reconcile.Result{}, err
 	}
-	if outOfScope(&svc) || excluded(&svc, s.sources) != "" && (s.claim == nil || !controlledBy(s.claim, &svc)) {
+	follows := svc.Annotations[v1alpha1.AnnotationIPAddressClaim] == svc.Name && waitingOwn(s)
+	if !follows && (outOfScope(&svc) || excluded(&svc, s.sources) != "" && (s.claim == nil || !controlledBy(s.claim, &svc))) {
 		// Most Services: nothing to claim and nothing created for them.
 		return reconcile.Result{}, nil
 	}
@@ -96,7 +99,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	s.classes = classes.Items
 	p := decide(s)
-	err := r.execute(ctx, &svc, p)
+	if p.retarget != "" {
+		// The claim's status lags its driver's first address: one that
+		// carries the claim's UID already fixes its class.
+		var addrs v1alpha1.IPAddressList
+		if err := index.AddressesNaming(ctx, r.Client, &addrs, s.claim.Namespace, s.claim.Name, client.UnsafeDisableDeepCopy); err != nil {
+			return reconcile.Result{}, err
+		}
+		if slices.ContainsFunc(addrs.Items, func(a v1alpha1.IPAddress) bool { return a.Spec.ClaimRef.UID == s.claim.UID }) {
+			return reconcile.Result{}, nil
+		}
+	}
+	err := r.execute(ctx, &svc, s.claim, p)
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 		// The Service or a namesake claim changed under us: decide again.
 		return retry.Again()
@@ -108,7 +122,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // annotation onto the Service: a merge patch of that key alone, preconditioned on the version
 // read, so no concurrent edit of the Service is ever overwritten and a
 // Service that changed (say, got an address) is judged again.
-func (r *Reconciler) execute(ctx context.Context, svc *corev1.Service, p plan) error {
+func (r *Reconciler) execute(ctx context.Context, svc *corev1.Service, claim *v1alpha1.IPAddressClaim, p plan) error {
 	if p.create != nil {
 		if err := r.Client.Create(ctx, p.create); err != nil {
 			if refused(err) {
@@ -121,6 +135,15 @@ func (r *Reconciler) execute(ctx context.Context, svc *corev1.Service, p plan) e
 			return fmt.Errorf("creating the claim: %w", err)
 		}
 		metrics.AutoClaimCreated(p.create.Spec.ClassName)
+	}
+	if p.retarget != "" && claim != nil {
+		// Conditional on the version read: a claim that changed meanwhile
+		// (bound, say) is judged again.
+		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"spec":{"className":%q}}`,
+			claim.ResourceVersion, p.retarget))
+		if err := r.Client.Patch(ctx, claim.DeepCopy(), patch); err != nil {
+			return fmt.Errorf("re-targeting the claim: %w", err)
+		}
 	}
 	if p.remove != nil {
 		if err := r.Client.Delete(ctx, p.remove, client.Preconditions{UID: &p.remove.UID}); client.IgnoreNotFound(err) != nil {

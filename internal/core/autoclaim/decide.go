@@ -28,6 +28,9 @@ type snapshot struct {
 type plan struct {
 	create *v1alpha1.IPAddressClaim
 	remove *v1alpha1.IPAddressClaim
+	// retarget is the class the Service's own claim, holding no address
+	// yet, is to ask for instead.
+	retarget string
 	// annotate names the claim to write into the Service's annotation.
 	annotate string
 	events   []recorder.Event
@@ -40,6 +43,9 @@ type plan struct {
 // qualifies), and the Service may be changed to choose its address itself.
 func decide(s snapshot) plan {
 	svc := s.service
+	if names := svc.Annotations[v1alpha1.AnnotationIPAddressClaim]; names == svc.Name && waitingOwn(s) {
+		return follow(s)
+	}
 	if outOfScope(svc) {
 		return plan{}
 	}
@@ -73,6 +79,28 @@ func decide(s snapshot) plan {
 	return plan{events: []recorder.Event{recorder.WarningOnce(svc, v1alpha1.ReasonClaimNotAdopted,
 		"IPAddressClaim %s exists and is not controlled by this Service; it is not adopted. Name it with the %s annotation to use it",
 		svc.Name, v1alpha1.AnnotationIPAddressClaim)}}
+}
+
+// waitingOwn says whether s's claim is one the core created for the
+// Service that holds no address yet: it may still follow the Service.
+func waitingOwn(s snapshot) bool {
+	c := s.claim
+	return c != nil && c.DeletionTimestamp == nil && controlledBy(c, s.service) && s.service.DeletionTimestamp == nil &&
+		len(c.Status.Addresses) == 0 && c.Status.Phase != v1alpha1.ClaimBound && c.Status.Phase != v1alpha1.ClaimLost
+}
+
+// follow re-targets the Service's own claim, which holds no address yet, at
+// the class auto-claim names for the Service now: its ip-address-class
+// annotation corrected (a class that does not exist left the claim waiting
+// for good), or the auto-claim mark moved to another class. Once the claim
+// holds an address its class is fixed, as any claim's.
+func follow(s snapshot) plan {
+	class, ok, _ := autoClaimClass(s.service, s.classes)
+	if !ok || class == s.claim.Spec.ClassName {
+		return plan{}
+	}
+	return plan{retarget: class, events: []recorder.Event{recorder.Normal(s.service, v1alpha1.ReasonAutoClaimed,
+		"IPAddressClaim %s, created for this Service and holding no address yet, now asks for class %q instead of %q", s.claim.Name, class, s.claim.Spec.ClassName)}}
 }
 
 // ownSources are the backends' annotations that, on s's Service, say it

@@ -35,11 +35,12 @@ type outcome struct {
 	create   string // "<class> <family> owned-by=<uid>"
 	annotate string
 	remove   string
+	retarget string
 	events   []string
 }
 
 func summarize(p plan) outcome {
-	o := outcome{annotate: p.annotate}
+	o := outcome{annotate: p.annotate, retarget: p.retarget}
 	if p.remove != nil {
 		o.remove = p.remove.Name
 	}
@@ -119,6 +120,18 @@ func TestDecide(t *testing.T) {
 		{"10-5 ...nor deleted when the Service opts out", newService(annotated(v1alpha1.AnnotationAutoClaim, "false")), public,
 			forged(holdsAddress(newClaim(newService(), "public"), "192.0.2.9")), outcome{}},
 		{"10-5 ...nor adopted", newService(), public, forged(newClaim(newService(), "public")), outcome{events: []string{"Warning ClaimNotAdopted"}}},
+		{"10-5 the Service's own claim, holding no address yet, follows the class its annotation names now",
+			newService(annotated(v1alpha1.AnnotationIPAddressClaim, "web"), annotated(v1alpha1.AnnotationIPAddressClass, "private")), public,
+			newClaim(newService(), "public"), outcome{retarget: "private", events: []string{"Normal AutoClaimed"}}},
+		{"10-5 ...or the auto-claim mark moved to another class",
+			newService(annotated(v1alpha1.AnnotationIPAddressClaim, "web")), public, newClaim(newService(), "typo"),
+			outcome{retarget: "public", events: []string{"Normal AutoClaimed"}}},
+		{"10-5 ...but not once it holds an address",
+			newService(annotated(v1alpha1.AnnotationIPAddressClaim, "web"), annotated(v1alpha1.AnnotationIPAddressClass, "private")), public,
+			holdsAddress(newClaim(newService(), "public"), "192.0.2.9"), outcome{}},
+		{"10-5 ...nor a claim the core did not create",
+			newService(annotated(v1alpha1.AnnotationIPAddressClaim, "web"), annotated(v1alpha1.AnnotationIPAddressClass, "private")), public,
+			forged(newClaim(newService(), "public")), outcome{}},
 		{"10-5 the claim of an earlier Service of the name, deleted and created again, is on its way out: no warning, the Service waits",
 			newService(func(s *corev1.Service) { s.UID = "svc-uid-2" }), public, newClaim(newService(), "public"), outcome{}},
 		{"10-5 a namesake claim being deleted: no warning, the Service waits", newService(), public,
