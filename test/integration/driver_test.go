@@ -796,7 +796,12 @@ func TestDriver_7_5_DualStackServiceNeedsEveryFamily(t *testing.T) {
 // driver finalizer or pin on its Service, which deletes as usual.
 func TestDriver_7_4_ForcedAddressRemovalFreesItsService(t *testing.T) {
 	e := newDriverEnv(t)
-	_, ip := e.webBound(v1alpha1.ReclaimRetain)
+	// A pool of one address: the claim, live, is owed a new address at
+	// once, and would have it attached to the Service again; here the
+	// Service still holds the only one.
+	class := e.metalLBClass("public", e.pool("pool", e.v4(0)+"/32"), v1alpha1.ReclaimRetain)
+	e.createClaim("web", class)
+	ip := e.boundAddresses("web", 1)[0]
 	e.placeholderHolds(ip)
 	a := e.service("a", naming("web"))
 	e.heldBy(e.ns, "a", ip)
