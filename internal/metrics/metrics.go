@@ -2,12 +2,14 @@ package metrics
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -57,18 +59,41 @@ var (
 	}, []string{"namespace", "quota", "resource"})
 )
 
-// ObserveQuota records a quota's usage and limits of its address keys.
+// quotaKeys are the address keys each quota's series were last observed
+// with, so that a key taken out of a quota loses its series.
+var quotaKeys = struct {
+	sync.Mutex
+	of map[types.NamespacedName][]corev1.ResourceName
+}{of: map[types.NamespacedName][]corev1.ResourceName{}}
+
+// ObserveQuota records a quota's usage and limits of its address keys; the
+// series of a key the quota no longer has go.
 func ObserveQuota(rq *corev1.ResourceQuota, used corev1.ResourceList) {
+	quotaKeys.Lock()
+	defer quotaKeys.Unlock()
+	key := types.NamespacedName{Namespace: rq.Namespace, Name: rq.Name}
+	for _, k := range quotaKeys.of[key] {
+		if _, ok := used[k]; !ok {
+			quotaUsed.DeleteLabelValues(rq.Namespace, rq.Name, string(k))
+			quotaHard.DeleteLabelValues(rq.Namespace, rq.Name, string(k))
+		}
+	}
+	keys := make([]corev1.ResourceName, 0, len(used))
 	for k, v := range used {
 		hard := rq.Spec.Hard[k]
 		quotaUsed.WithLabelValues(rq.Namespace, rq.Name, string(k)).Set(float64(v.Value()))
 		quotaHard.WithLabelValues(rq.Namespace, rq.Name, string(k)).Set(float64(hard.Value()))
+		keys = append(keys, k)
 	}
+	quotaKeys.of[key] = keys
 }
 
 // ForgetQuota drops the series of a quota that is gone or limits no
 // addresses any more.
 func ForgetQuota(namespace, name string) {
+	quotaKeys.Lock()
+	defer quotaKeys.Unlock()
+	delete(quotaKeys.of, types.NamespacedName{Namespace: namespace, Name: name})
 	for _, g := range []*prometheus.GaugeVec{quotaUsed, quotaHard} {
 		g.DeletePartialMatch(prometheus.Labels{"namespace": namespace, "quota": name})
 	}
