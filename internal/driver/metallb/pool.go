@@ -126,11 +126,15 @@ func Resolve(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressClass, 
 }
 
 // olderClaimant is the oldest other class of this provisioner naming pool,
-// if it is older than class (ties broken by name).
+// if it is older than class (ties broken by name). A class being deleted
+// claims nothing: it provisions no more, and it may stay for as long as its
+// tenants keep their claims, so the class replacing it serves the pool at
+// once. Nothing is allocated twice meanwhile: the books count every
+// address of the pool, whatever its class.
 func olderClaimant(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressClass, pool string) string {
 	for i := range classes {
 		o := &classes[i]
-		if o.Name == class.Name || o.Spec.Provisioner != Provisioner {
+		if o.Name == class.Name || o.Spec.Provisioner != Provisioner || o.DeletionTimestamp != nil {
 			continue
 		}
 		if p, err := ParseParameters(o); err != nil || p.Pool != pool {

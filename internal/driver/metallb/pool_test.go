@@ -27,6 +27,17 @@ func pool(spec map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 }
 
+// TestResolve_OlderClassBeingDeleted: a class replacing one being deleted
+// (held by its tenants' addresses) serves the pool at once.
+func TestResolve_OlderClassBeingDeleted(t *testing.T) {
+	good := pool(map[string]any{"addresses": []any{"203.0.113.0/24"}, "autoAssign": false})
+	older, newer := class("older", `{"pool":"shared"}`, time.Hour), class("newer", `{"pool":"shared"}`, 0)
+	older.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	if c := Resolve(&newer, []v1alpha1.IPAddressClass{older, newer}, good, "metallb-system"); c.Refusal != "" {
+		t.Errorf("refusal = %q, want none", c.Refusal)
+	}
+}
+
 func TestResolve(t *testing.T) {
 	good := pool(map[string]any{"addresses": []any{"203.0.113.0/24", "2001:db8::1-2001:db8::ff"}, "autoAssign": false})
 	older := class("older", `{"pool":"shared"}`, time.Hour)
