@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"go4.org/netipx"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
@@ -111,9 +112,19 @@ type inflight struct {
 	at    time.Time
 }
 
+// usedList is a class's taken addresses as listed at, within the ranges
+// its pool had then: a pool edited or re-pointed since is listed anew, or
+// an address a stranger holds in the new ranges would look free.
 type usedList struct {
-	ips *allocator.Used
-	at  time.Time
+	ips    *allocator.Used
+	ranges *netipx.IPSet
+	at     time.Time
+}
+
+// fresh reports whether the list may still be used at now for ranges.
+func (l usedList) fresh(now time.Time, ranges *netipx.IPSet) bool {
+	sameRanges := l.ranges == ranges || l.ranges != nil && ranges != nil && l.ranges.Equal(ranges)
+	return sameRanges && now.Sub(l.at) <= usedTTL
 }
 
 // SetupWithManager registers the reconciler.
@@ -293,7 +304,7 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) (recheck time.Dura
 	}
 	now := time.Now()
 	list := r.used[s.class.Name]
-	if now.Sub(list.at) > usedTTL {
+	if !list.fresh(now, s.class.Ranges) {
 		ips, err := r.Books.Used(ctx, s.class)
 		if err != nil {
 			return 0, err
@@ -304,7 +315,7 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) (recheck time.Dura
 				ips = append(ips, e.ip)
 			}
 		}
-		list = usedList{ips: allocator.NewUsed(ips), at: now}
+		list = usedList{ips: allocator.NewUsed(ips), ranges: s.class.Ranges, at: now}
 		r.used[s.class.Name] = list
 	}
 	if s.uncharged, err = r.uncharged(ctx, s); err != nil {

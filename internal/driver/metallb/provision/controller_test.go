@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
+	"time"
 
+	"go4.org/netipx"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -91,6 +93,36 @@ func TestForgetOwesTheFamilyAgain(t *testing.T) {
 		r.forget(gone)
 		if got := len(r.claims[claim.UID]); got != tc.want {
 			t.Errorf("%s: %d families remembered, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestUsedListFresh: a class's taken addresses are listed anew once the
+// list is older than usedTTL, or its pool's ranges changed (a pool grown,
+// or the class re-pointed at another pool): listed for the old ranges, the
+// list holds nothing of the new ones, where a Service may hold an address.
+func TestUsedListFresh(t *testing.T) {
+	set := func(prefix string) *netipx.IPSet {
+		var b netipx.IPSetBuilder
+		b.AddPrefix(netip.MustParsePrefix(prefix))
+		s, _ := b.IPSet()
+		return s
+	}
+	at := time.Now()
+	l := usedList{ranges: set("203.0.113.0/28"), at: at}
+	for i, tc := range []struct {
+		now    time.Time
+		ranges *netipx.IPSet
+		want   bool
+	}{
+		{at, set("203.0.113.0/28"), true},
+		{at.Add(usedTTL + time.Millisecond), set("203.0.113.0/28"), false},
+		{at, set("203.0.113.0/27"), false},
+		{at, set("198.51.100.0/28"), false},
+		{at, nil, false},
+	} {
+		if got := l.fresh(tc.now, tc.ranges); got != tc.want {
+			t.Errorf("%d: fresh = %v, want %v", i, got, tc.want)
 		}
 	}
 }
