@@ -144,6 +144,33 @@ func TestQuota_RetargetedClaimChargedForItsNewClass(t *testing.T) {
 	}, "the public address stays free")
 }
 
+// A claim charged while it waited, re-targeted to a class where it takes
+// back an address its namespace keeps, needs no room any more: its old
+// charge is dropped although nothing new is charged, and it binds.
+func TestQuota_ChargeDroppedWhenNoRoomIsNeeded(t *testing.T) {
+	e := newEnv(t)
+	private, kept := e.class("private"), e.class("kept")
+	e.createClass(private)
+	e.createClass(kept, keepInNamespace)
+	first := e.createAddress(e.v4(1), kept)
+	e.createQuota("addresses", map[corev1.ResourceName]int64{quota.ClassKey(private): 1})
+	startManager(t)
+	e.addressPhase(first.Name, v1alpha1.AddressAvailable)
+	old := e.createClaim("old", kept)
+	e.claimBoundTo("old", first.Name)
+	e.delete(old)
+	e.addressPhase(first.Name, v1alpha1.AddressReleased)
+
+	c := e.createClaim("c", private, addressName("ip-nobody"))
+	e.eventually(func(g Gomega) { g.Expect(e.quotaUsed(g, "addresses", quota.ClassKey(private))).To(Equal(int64(1))) })
+
+	e.update(c, func() { c.Spec.ClassName, c.Spec.AddressName = kept, "" })
+	e.claimBoundTo("c", first.Name)
+	e.eventually(func(g Gomega) {
+		g.Expect(e.quotaUsed(g, "addresses", quota.ClassKey(private))).To(Equal(int64(0)))
+	}, "private's place is given back")
+}
+
 func TestQuota_ReleasedCountsUntilRecycled(t *testing.T) {
 	e := newEnv(t)
 	class := e.class("public")

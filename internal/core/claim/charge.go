@@ -30,36 +30,38 @@ import (
 // per quota (package quota).
 func (r *Reconciler) charge(ctx context.Context, s *snapshot) (string, error) {
 	claim, class := s.claim, s.class.class
-	if class == nil || claim.DeletionTimestamp != nil {
+	if claim.DeletionTimestamp != nil {
 		return "", nil
 	}
-	// A family the claim holds, or is pre-bound to, is counted already;
-	// so is one it takes back from its namespace (keepReleasedInNamespace).
-	named := map[v1alpha1.IPFamily]bool{}
-	for i := range s.addresses {
-		a := &s.addresses[i]
-		if f := binding.Family(a); binding.Holds(a, claim) || binding.PreBoundIn(a, claim, class.Name) || rebindable(a, claim, class, f) {
-			named[f] = true
-		}
-	}
-	need := binding.MissingFamilies(claim, named)
-	if len(need) == 0 {
-		return "", nil
+	req := quota.Request{Claim: claim.Name, UID: claim.UID, Families: needsRoom(s)}
+	if class != nil {
+		req.Class = class.Name
 	}
 	var quotas corev1.ResourceQuotaList
 	if err := r.Client.List(ctx, &quotas, client.InNamespace(claim.Namespace)); err != nil {
 		return "", err
 	}
-	req := quota.Request{Claim: claim.Name, UID: claim.UID, Class: class.Name, Families: need}
+	// Each quota charged with what the claim no longer asks for (another
+	// class, a family it now takes back or no longer wants; everything while
+	// its class is unresolved) has that dropped, even when nothing new is
+	// charged.
 	var todo []types.NamespacedName
 	for i := range quotas.Items {
 		rq := &quotas.Items[i]
 		charges := quota.ChargesOf(rq)
-		stale := quota.Stale(charges, claim.UID, class.Name, need) != nil
-		if !stale && (len(quota.Keys(rq, class.Name)) == 0 || !slices.ContainsFunc(need, func(f v1alpha1.IPFamily) bool { return !charges.Holds(claim.UID, class.Name, f) })) {
+		stale := quota.Stale(charges, claim.UID, req.Class, req.Families) != nil
+		if !stale && (class == nil || len(quota.Keys(rq, class.Name)) == 0 || !slices.ContainsFunc(req.Families, func(f v1alpha1.IPFamily) bool { return !charges.Holds(claim.UID, class.Name, f) })) {
 			continue
 		}
 		todo = append(todo, client.ObjectKeyFromObject(rq))
+	}
+	if class == nil || len(req.Families) == 0 {
+		for _, key := range todo {
+			if _, err := r.chargeOne(ctx, key, req, false); err != nil {
+				return "", err
+			}
+		}
+		return "", nil
 	}
 	// Every quota is judged before any is charged: a charge written to one
 	// quota while another refuses would hold a place the claim cannot use.
@@ -74,6 +76,29 @@ func (r *Reconciler) charge(ctx context.Context, s *snapshot) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// needsRoom are the families of the claim that need room in its quotas: a
+// family it holds, or is pre-bound to, is counted already; so is one it
+// takes back from its namespace (keepReleasedInNamespace), whether that
+// address is free to take now or still being detached from its former
+// Service. None while its class is unresolved.
+func needsRoom(s *snapshot) []v1alpha1.IPFamily {
+	claim, class := s.claim, s.class.class
+	if class == nil {
+		return nil
+	}
+	named := map[v1alpha1.IPFamily]bool{}
+	for i := range s.addresses {
+		a := &s.addresses[i]
+		if f := binding.Family(a); binding.Holds(a, claim) || binding.PreBoundIn(a, claim, class.Name) || rebindable(a, claim, class, f) {
+			named[f] = true
+		}
+	}
+	for f := range s.detaching {
+		named[f] = true
+	}
+	return binding.MissingFamilies(claim, named)
 }
 
 // chargeOne charges req to one quota, read with the namespace's addresses

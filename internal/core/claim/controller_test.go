@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/fakeapi"
+	"github.com/cozystack/address-controller/internal/quota"
 	"github.com/cozystack/address-controller/internal/recorder"
 )
 
@@ -228,12 +231,25 @@ func TestKeptAddressWaitsForItsNamesake(t *testing.T) {
 // keeps Released addresses, waits for its former address while the driver
 // still detaches it from the Service naming the claim — it does not match
 // an Available address meanwhile.
+// The address it waits for counts in its namespace's quotas already: a
+// quota at its limit does not refuse the claim for it.
 func TestKeptAddressStillAttachedIsWaitedFor(t *testing.T) {
+	t.Run("no quota", func(t *testing.T) { keptAddressStillAttachedIsWaitedFor(t, nil) })
+	full := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "addresses"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{quota.ClassKey("public"): resource.MustParse("1")}}}
+	t.Run("a quota at its limit", func(t *testing.T) { keptAddressStillAttachedIsWaitedFor(t, full) })
+}
+
+func keptAddressStillAttachedIsWaitedFor(t *testing.T, rq *corev1.ResourceQuota) {
 	class := newClass("public", func(c *v1alpha1.IPAddressClass) { c.Spec.KeepReleasedInNamespace = true })
 	web := newClaim("web", withClass("public"), withStatusClass("public"), withPhase(v1alpha1.ClaimPending)) // re-created: a new UID
 	kept := newAddress("203.0.113.1", "public", releasedFrom(ns, "web", now.Add(-time.Minute)), attachedTo("web"))
 	free := newAddress("203.0.113.2", "public", inPhase(v1alpha1.AddressAvailable))
-	cache, live := fakes(t, objects(web, &class, &kept, &free), objects(web, &class, &kept, &free))
+	objs := []client.Object{web, &class, &kept, &free}
+	if rq != nil {
+		objs = append(objs, rq)
+	}
+	cache, live := fakes(t, objects(objs...), objects(objs...))
 	r := reconciler(cache, live)
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(web)}); err != nil {
 		t.Fatal(err)

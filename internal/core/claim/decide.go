@@ -130,6 +130,12 @@ func decide(s snapshot) plan {
 	switch {
 	case res == nil || res.class == nil:
 	case s.quota != "" && len(missing) > 0:
+		// The quota refuses the families that need room; one the claim
+		// takes back from its namespace needs none (charge), and is matched
+		// still: waiting would leave it to another claim, or to its
+		// releaseDelay.
+		matched, _ := p.match(s, res.class, takenBack(s, res.class, missing))
+		bound = append(bound, matched...)
 		wait = waiting{v1alpha1.ReasonQuotaExceeded, s.quota}
 		p.events = append(p.events, recorder.WarningOnce(claim, v1alpha1.ReasonQuotaExceeded, "%s", s.quota))
 	default:
@@ -413,6 +419,14 @@ func matchable(a *v1alpha1.IPAddress, class string, f v1alpha1.IPFamily) bool {
 // handed between two Services at once.
 func rebindable(a *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim, class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) bool {
 	return kept(a, claim, class, f) && a.Status.AssociatedTo == nil && a.Status.Holding == nil
+}
+
+// takenBack are the families of missing the claim can take back from its
+// namespace now: a kept address of the family is among the snapshot's.
+func takenBack(s snapshot, class *v1alpha1.IPAddressClass, missing []v1alpha1.IPFamily) []v1alpha1.IPFamily {
+	return slices.DeleteFunc(slices.Clone(missing), func(f v1alpha1.IPFamily) bool {
+		return !slices.ContainsFunc(s.addresses, func(a v1alpha1.IPAddress) bool { return rebindable(&a, s.claim, class, f) })
+	})
 }
 
 // detaching: an address of family f the class keeps for a claim of this

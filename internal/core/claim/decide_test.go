@@ -79,6 +79,7 @@ func TestDecide(t *testing.T) {
 		claim     *v1alpha1.IPAddressClaim
 		addresses []v1alpha1.IPAddress
 		classes   []v1alpha1.IPAddressClass
+		quota     string // the quota's refusal (charge)
 		want      outcome
 	}{
 		{
@@ -328,6 +329,28 @@ func TestDecide(t *testing.T) {
 				className: "kept", addresses: []string{"ip-2001-db8--2", "ip-203-0-113-2"}, classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonBound},
 		},
 		{
+			name:  "4-7 keep: a quota refusing the family that needs room leaves the one taken back matched",
+			claim: dual,
+			addresses: []v1alpha1.IPAddress{
+				newAddress("203.0.113.2", "kept", releasedFrom(ns, "web", now.Add(-time.Hour))),
+				newAddress("2001:db8::1", "kept"),
+			},
+			classes: []v1alpha1.IPAddressClass{kept},
+			quota:   "exceeded quota",
+			want: outcome{stamp: "p.example.com/kept", bind: []string{"ip-203-0-113-2 -> tenant/web uid-web"}, phase: v1alpha1.ClaimPending,
+				className: "kept", addresses: []string{"ip-203-0-113-2"}, classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonQuotaExceeded,
+				events: []string{"Warning QuotaExceeded"}},
+		},
+		{
+			name:      "4-7 a quota refusing the claim matches nothing else",
+			claim:     dual,
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public"), newAddress("2001:db8::7", "public")},
+			classes:   []v1alpha1.IPAddressClass{public},
+			quota:     "exceeded quota",
+			want: outcome{stamp: "p.example.com/public", phase: v1alpha1.ClaimPending, className: "public",
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonQuotaExceeded, events: []string{"Warning QuotaExceeded"}},
+		},
+		{
 			name:      "4-7 Dual binds one address of each family",
 			claim:     dual,
 			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public"), newAddress("2001:db8::7", "public")},
@@ -449,7 +472,9 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p := decide(newSnapshot(tc.claim, tc.addresses, tc.classes, now))
+			s := newSnapshot(tc.claim, tc.addresses, tc.classes, now)
+			s.quota = tc.quota
+			p := decide(s)
 			if diff := cmp.Diff(tc.want, summarize(tc.claim, p), cmp.AllowUnexported(outcome{})); diff != "" {
 				t.Errorf("plan differs (-want +got):\n%s", diff)
 			}
