@@ -181,10 +181,13 @@ func labelsString(m map[string]string) string {
 }
 
 // stillHeld reports whether svc still carries the driver's hold of ip: its
-// marker names ip, or it keeps the handoff finalizer the driver has yet to
-// release. A recorded Service that carries neither is the driver's no more.
+// marker names ip, or it has no marker and keeps the handoff finalizer the
+// driver has yet to release. A recorded Service that carries neither is the
+// driver's no more. The finalizer alone does not say whose: a Service
+// re-pinned to another claim's address carries it for that claim, and this
+// address's record must let go of it, not edit another claim's live pin.
 func stillHeld(svc *corev1.Service, ip netip.Addr) bool {
-	return pinnedWith(svc, ip) || controllerutil.ContainsFinalizer(svc, metallb.FinalizerHandoff)
+	return pinnedWith(svc, ip) || len(marker(svc)) == 0 && controllerutil.ContainsFinalizer(svc, metallb.FinalizerHandoff)
 }
 
 // lets reports whether edit e takes from a Service a pin or the driver's
