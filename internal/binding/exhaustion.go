@@ -46,19 +46,22 @@ func CountAddresses(addrs []v1alpha1.IPAddress) []v1alpha1.FamilyAddresses {
 }
 
 // Left is how many addresses of family f class has left to give, of how
-// many in all: its driver's count of its range where it reports one
-// (status.capacity), else the core's count of its IPAddress objects
-// (status.addresses). known is false when neither says anything of f.
+// many in all: the class's Available addresses (status.addresses) and,
+// where its driver counts its range (status.capacity), what the driver has
+// still to provision. The driver counts every address of its range as
+// allocated, its class's Available ones too: those are left to bind, a
+// recycled one as much as a never-used one. known is false when neither
+// count says anything of f.
 func Left(class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) (left, total int64, known bool) {
-	if left, total, ok := DriverCapacity(class, f); ok {
-		return left, total, true
-	}
 	for _, c := range class.Status.Addresses {
 		if c.Family == f {
-			return c.Available, c.Total, true
+			left, total, known = c.Available, c.Total, true
 		}
 	}
-	return 0, 0, false
+	if free, size, ok := DriverCapacity(class, f); ok {
+		return left + free, max(size, left+free), true
+	}
+	return left, total, known
 }
 
 // DriverCapacity is a driver's own count of family f of class's range

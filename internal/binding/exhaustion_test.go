@@ -41,6 +41,10 @@ func TestExhaustionConditions(t *testing.T) {
 			metav1.ConditionFalse, metav1.ConditionTrue, "", "IPv6: 6 of 256 left (threshold 10%)"},
 		{"4 the driver's count wins over the addresses'", class([]v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv4, Total: 16, Available: 8}},
 			[]v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 8, Bound: 8}}), metav1.ConditionFalse, metav1.ConditionFalse, "", ""},
+		{"5 a driver's range all provisioned, one address recycled to Available: not exhausted",
+			class([]v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv4, Total: 4, Allocated: 4}},
+				[]v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 4, Bound: 3, Available: 1}}),
+			metav1.ConditionFalse, metav1.ConditionFalse, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ex, nearly := ExhaustionConditions(tc.class, 10)

@@ -342,7 +342,8 @@ func whyWaiting(s snapshot, class *v1alpha1.IPAddressClass, families []string) w
 // Available ones go to older claims. A class with no address of f at all
 // is not exhausted: its claims wait for a driver, however many there are.
 func outOfAddresses(class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily, pl place) bool {
-	if left, total, ok := binding.DriverCapacity(class, f); ok {
+	if _, _, ok := binding.DriverCapacity(class, f); ok {
+		left, total, _ := binding.Left(class, f)
 		return total > 0 && left <= int64(pl.ahead)
 	}
 	if _, total, known := binding.Left(class, f); !known || total == 0 {
