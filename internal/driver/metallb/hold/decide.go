@@ -380,6 +380,15 @@ func attach(s snapshot, w *corev1.Service, p *plan) {
 	}
 	if !pinnedAs(w, pins, key) && readyToPin(s, w, pins, key) {
 		p.edit(w, pin(w, pins, key))
+		return
+	}
+	if ph == nil && !pinnedAs(w, pins, key) {
+		// w does not hold the address and cannot be pinned to it yet: it
+		// lost it (its families changed, so its pin must change too) and
+		// waits for a sibling's record. The placeholder holds it meanwhile,
+		// sharing it under the claim's key so that w joins it once pinned.
+		// (A w pinned as it should be is MetalLB's to assign.)
+		p.create = append(p.create, placeholder(s.address, s.ip, s.pool(), s.namespace, key, w))
 	}
 }
 
