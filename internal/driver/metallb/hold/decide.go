@@ -376,6 +376,13 @@ func attach(s snapshot, w *corev1.Service, p *plan) {
 	}
 	if ph != nil && metallb.Holds(ph, s.ip) && !shares(ph, w, key) {
 		p.edit(ph, updatedPlaceholder(ph, placeholder(s.address, s.ip, s.pool(), s.namespace, key, w)))
+		if pinnedAs(w, pins, key) {
+			// w, already pinned, took a port of the placeholder's (or
+			// changed its backend) and MetalLB refused it; a placeholder's
+			// new port does not make MetalLB look at w again. Its pin is
+			// withdrawn, and written anew once the placeholder shares.
+			p.edit(w, withdraw(w))
+		}
 		return
 	}
 	if !pinnedAs(w, pins, key) && readyToPin(s, w, pins, key) {
