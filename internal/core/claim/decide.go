@@ -506,7 +506,7 @@ func (p *plan) setStatus(s snapshot, bound []v1alpha1.IPAddress, res *resolution
 	case claim.Status.Phase == v1alpha1.ClaimBound || claim.Status.Phase == v1alpha1.ClaimLost:
 		status.Phase = v1alpha1.ClaimLost
 		cond.Reason = v1alpha1.ReasonLost
-		cond.Message = lostMessage(claim, bound, lost)
+		cond.Message = lostMessage(claim, bound, lost, wait)
 	default:
 		status.Phase = v1alpha1.ClaimPending
 		cond.Reason, cond.Message = pendingReason(res, wait)
@@ -540,13 +540,19 @@ func pendingReason(res *resolution, wait waiting) (reason, message string) {
 	return v1alpha1.ReasonWaitingForClass, msg
 }
 
-func lostMessage(claim *v1alpha1.IPAddressClaim, bound []v1alpha1.IPAddress, lost []string) string {
+// lostMessage says what a Lost claim lost and what comes next; a family
+// gone that its quota refuses to replace says so (wait).
+func lostMessage(claim *v1alpha1.IPAddressClaim, bound []v1alpha1.IPAddress, lost []string, wait waiting) string {
 	var parts []string
 	if len(lost) > 0 {
 		parts = append(parts, "address "+strings.Join(lost, ", ")+" is Lost")
 	}
+	next := "another is bound in its place once one is free or provisioned"
+	if wait.reason == v1alpha1.ReasonQuotaExceeded {
+		next = "another is bound in its place once its quota has room (" + wait.message + ")"
+	}
 	for _, f := range binding.MissingFamilies(claim, families(bound)) {
-		parts = append(parts, "the "+string(f)+" address is gone; another is bound in its place once one is free or provisioned")
+		parts = append(parts, "the "+string(f)+" address is gone; "+next)
 	}
 	if len(lost) > 0 {
 		parts = append(parts, "a Lost address is not replaced: it may come back to the backend, or an admin deletes it")

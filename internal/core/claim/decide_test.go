@@ -625,3 +625,20 @@ func TestReleasedMessage(t *testing.T) {
 		}
 	}
 }
+
+// 4-8: a Lost claim whose quota refuses a replacement for the address gone
+// says so, rather than that another comes once one is free.
+func TestLostMessageUnderQuota(t *testing.T) {
+	public := newClass("public", asDefault)
+	claim := newClaim("web", withStatusClass("public"), withPhase(v1alpha1.ClaimBound), withReported(newAddress("203.0.113.7", "public")))
+	s := newSnapshot(claim, nil, []v1alpha1.IPAddressClass{public}, now)
+	s.quota = "exceeded quota: ResourceQuota q"
+	p := decide(s)
+	if p.status == nil || p.status.Phase != v1alpha1.ClaimLost {
+		t.Fatalf("status %+v, want Lost", p.status)
+	}
+	const want = "the IPv4 address is gone; another is bound in its place once its quota has room (exceeded quota: ResourceQuota q)"
+	if c := meta.FindStatusCondition(p.status.Conditions, v1alpha1.ConditionBound); c == nil || c.Message != want {
+		t.Errorf("Bound condition %v, want message %q", c, want)
+	}
+}
