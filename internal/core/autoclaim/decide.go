@@ -1,6 +1,7 @@
 package autoclaim
 
 import (
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -153,9 +154,16 @@ func excluded(svc *corev1.Service, sources []string) string {
 
 // autoClaimClass is the Service's ip-address-class annotation, else the
 // single class marked is-auto-claim-class. None marked: no class and no
-// event. Several: no class and a warning.
+// event. Several: no class and a warning. A class being deleted is no
+// class either, named or marked: a claim made now would outlive it,
+// Pending, and hold its namespace's deletion once the controllers are gone.
 func autoClaimClass(svc *corev1.Service, classes []v1alpha1.IPAddressClass) (string, bool, *recorder.Event) {
 	if c := svc.Annotations[v1alpha1.AnnotationIPAddressClass]; c != "" {
+		if i := slices.IndexFunc(classes, func(k v1alpha1.IPAddressClass) bool { return k.Name == c }); i >= 0 && classes[i].DeletionTimestamp != nil {
+			e := recorder.WarningOnce(svc, v1alpha1.ReasonAutoClaimRefused,
+				"IPAddressClass %s, which annotation %s names, is being deleted; no claim is created for this Service", c, v1alpha1.AnnotationIPAddressClass)
+			return "", false, &e
+		}
 		return c, true, nil
 	}
 	marked := binding.AnnotatedClasses(classes, v1alpha1.AnnotationAutoClaimClass)
