@@ -371,6 +371,12 @@ func checkClassErrors(t *testing.T, errs field.ErrorList, c v1alpha1.IPAddressCl
 		}
 		others := slices.DeleteFunc(holders(before, key), func(n string) bool { return n == c.Name })
 		e := errs[i]
+		if e.Type == field.ErrorTypeNotSupported {
+			if v := c.Annotations[key]; v == "true" || v == "false" {
+				t.Errorf("%s: value %q refused as unsupported: %v", key, v, e)
+			}
+			continue
+		}
 		if e.Type != field.ErrorTypeForbidden || c.Annotations[key] != "true" || c.DeletionTimestamp != nil {
 			t.Errorf("%s refused on a class that does not take it: %v", key, e)
 		}
@@ -398,7 +404,7 @@ func FuzzValidateClassCreate(f *testing.F) {
 		others := fuzzClasses(names, defaults, autos, deleting, odd)
 		errs := ValidateClassCreate(&c, others, root)
 		checkClassErrors(t, errs, c, others, replaced(others, c), root)
-		if (len(c.Annotations) == 0 || c.DeletionTimestamp != nil) && len(errs) != 0 {
+		if (len(c.Annotations) == 0 || c.DeletionTimestamp != nil) && slices.ContainsFunc(errs, func(e *field.Error) bool { return e.Type != field.ErrorTypeNotSupported }) {
 			t.Errorf("a class taking no role was refused: %v", errs)
 		}
 		strangers := slices.DeleteFunc(slices.Clone(others), func(o v1alpha1.IPAddressClass) bool { return o.Name == c.Name })

@@ -159,7 +159,8 @@ func (h handlers) validateAddress(ctx context.Context, req admission.Request) ad
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
-		return respond(req, append(ValidateAddressCreate(&a, nil), scope...))
+		errs := append(ValidateAddressCreate(&a, nil), ValidateFlagAnnotations(nil, a.Annotations, AddressFlags, nil)...)
+		return respond(req, append(errs, scope...))
 	}
 	var old v1alpha1.IPAddress
 	if err := h.decodeBoth(req, &old, &a); err != nil {
@@ -173,6 +174,7 @@ func (h handlers) validateAddress(ctx context.Context, req admission.Request) ad
 		return respond(req, append(errs, ValidateAddressStatusUpdate(&old, &a, req.UserInfo, h.principals, field.NewPath("status"))...))
 	}
 	errs = append(errs, ValidateDriverFinalizers(old.Finalizers, a.Finalizers, req.UserInfo, h.principals, nil)...)
+	errs = append(errs, ValidateFlagAnnotations(old.Annotations, a.Annotations, AddressFlags, nil)...)
 	return respond(req, append(errs, ValidateAddressUpdate(&old, &a, req.UserInfo, h.principals, field.NewPath("spec"))...))
 }
 

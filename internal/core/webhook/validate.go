@@ -138,3 +138,31 @@ func DropForeignStamp(claim *v1alpha1.IPAddressClaim, u authenticationv1.UserInf
 	}
 	return warnings
 }
+
+// ClassFlags and AddressFlags are the annotations that switch a role on
+// with "true": a class's default and auto-claim marks, and an address's
+// exemption from releaseDelay.
+var (
+	ClassFlags   = []string{v1alpha1.AnnotationDefaultClass, v1alpha1.AnnotationAutoClaimClass}
+	AddressFlags = []string{v1alpha1.AnnotationHeld}
+)
+
+// ValidateFlagAnnotations refuses a value other than "true" or "false" for
+// the flag annotations keys: the controllers read "true" alone, so "yes" or
+// "True" would be accepted and mean nothing — an address an admin meant to
+// hold recycled to another namespace, a default class that is none. A value
+// an object already carries is left as it is. fldPath is the object's.
+func ValidateFlagAnnotations(oldAnnotations, annotations map[string]string, keys []string, fldPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, k := range keys {
+		v, ok := annotations[k]
+		if !ok || v == "true" || v == "false" {
+			continue
+		}
+		if was, had := oldAnnotations[k]; had && was == v {
+			continue
+		}
+		errs = append(errs, field.NotSupported(fldPath.Child("metadata", "annotations").Key(k), v, []string{"true", "false"}))
+	}
+	return errs
+}

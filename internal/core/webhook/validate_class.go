@@ -25,7 +25,7 @@ var uniqueAnnotations = []struct{ key, role string }{
 // second auto-claim class. others is every IPAddressClass; the class itself
 // and classes being deleted do not count. fldPath is the object's path.
 func ValidateClassCreate(class *v1alpha1.IPAddressClass, others []v1alpha1.IPAddressClass, fldPath *field.Path) field.ErrorList {
-	return validateUniqueAnnotations(nil, class, others, fldPath)
+	return append(ValidateFlagAnnotations(nil, class.Annotations, ClassFlags, fldPath), validateUniqueAnnotations(nil, class, others, fldPath)...)
 }
 
 // ValidateClassUpdate keeps spec.provisioner (the driver whose addresses the
@@ -37,6 +37,7 @@ func ValidateClassCreate(class *v1alpha1.IPAddressClass, others []v1alpha1.IPAdd
 func ValidateClassUpdate(oldClass, newClass *v1alpha1.IPAddressClass, others []v1alpha1.IPAddressClass, fldPath *field.Path) field.ErrorList {
 	errs := apimachineryvalidation.ValidateImmutableField(newClass.Spec.Provisioner, oldClass.Spec.Provisioner,
 		fldPath.Child("spec", "provisioner"))
+	errs = append(errs, ValidateFlagAnnotations(oldClass.Annotations, newClass.Annotations, ClassFlags, fldPath)...)
 	return append(errs, validateUniqueAnnotations(oldClass, newClass, others, fldPath)...)
 }
 

@@ -240,3 +240,30 @@ func TestHolding(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateFlagAnnotations: a flag annotation is "true" or "false";
+// another value is refused on its key, unless the object carried it
+// already.
+func TestValidateFlagAnnotations(t *testing.T) {
+	root := (*field.Path)(nil)
+	held := root.Child("metadata", "annotations").Key(v1alpha1.AnnotationHeld)
+	for _, tc := range []struct {
+		name     string
+		old, new map[string]string
+		want     field.ErrorList
+	}{
+		{"1 true passes", nil, map[string]string{v1alpha1.AnnotationHeld: "true"}, nil},
+		{"2 false passes", nil, map[string]string{v1alpha1.AnnotationHeld: "false"}, nil},
+		{"3 absent passes", nil, nil, nil},
+		{"4 True is refused on its key", nil, map[string]string{v1alpha1.AnnotationHeld: "True"},
+			field.ErrorList{field.NotSupported(held, "True", []string{"true", "false"})}},
+		{"5 yes written over true is refused", map[string]string{v1alpha1.AnnotationHeld: "true"}, map[string]string{v1alpha1.AnnotationHeld: "yes"},
+			field.ErrorList{field.NotSupported(held, "yes", []string{"true", "false"})}},
+		{"6 a value the object carried already is left alone", map[string]string{v1alpha1.AnnotationHeld: "yes"}, map[string]string{v1alpha1.AnnotationHeld: "yes"}, nil},
+		{"7 other annotations are not judged", nil, map[string]string{"example.com/x": "yes"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkErrors(t, ValidateFlagAnnotations(tc.old, tc.new, AddressFlags, nil), tc.want)
+		})
+	}
+}
