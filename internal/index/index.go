@@ -16,6 +16,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/binding"
+	"github.com/cozystack/address-controller/internal/quota"
 )
 
 // Index names.
@@ -222,6 +223,28 @@ var ClaimLifecycle = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		return e.ObjectOld.GetDeletionTimestamp().IsZero() != e.ObjectNew.GetDeletionTimestamp().IsZero() || Replaced(e)
 	},
+}
+
+// SpecChanged passes the events of an object (a class, a pool) that change
+// what is decided from it: its creation and deletion, the start of its
+// deletion, a new generation (its spec), and a namesake replacing it during
+// a watch gap (both may be at generation 1). Its status, rewritten as its
+// counts move, passes not: each write would wake everything mapped from it.
+var SpecChanged = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, ClaimLifecycle)
+
+// QuotaLimitsAddresses passes the events of the ResourceQuotas that limit
+// addresses (quota.Ours), or did before an update: a limit taken out frees
+// the claims it held back, and its series go.
+var QuotaLimitsAddresses = predicate.Funcs{
+	CreateFunc:  func(e event.CreateEvent) bool { return limitsAddresses(e.Object) },
+	UpdateFunc:  func(e event.UpdateEvent) bool { return limitsAddresses(e.ObjectOld) || limitsAddresses(e.ObjectNew) },
+	DeleteFunc:  func(e event.DeleteEvent) bool { return limitsAddresses(e.Object) },
+	GenericFunc: func(e event.GenericEvent) bool { return limitsAddresses(e.Object) },
+}
+
+func limitsAddresses(o client.Object) bool {
+	rq, ok := o.(*corev1.ResourceQuota)
+	return ok && quota.Ours(rq)
 }
 
 // Replaced says whether an update event stands for an object deleted and

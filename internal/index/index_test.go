@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +18,7 @@ import (
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/fakeapi"
 	"github.com/cozystack/address-controller/internal/index"
+	"github.com/cozystack/address-controller/internal/quota"
 )
 
 func names(reqs []reconcile.Request) []string {
@@ -149,6 +151,61 @@ func TestClaimLifecycle(t *testing.T) {
 	}
 	for _, tc := range tests {
 		if got := index.ClaimLifecycle.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestSpecChanged: a class's status writes (its counts) wake nothing; its
+// spec, its deletion and a namesake do.
+func TestSpecChanged(t *testing.T) {
+	class := func(uid types.UID, gen int64, mods ...func(*v1alpha1.IPAddressClass)) *v1alpha1.IPAddressClass {
+		c := &v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: "public", UID: uid, Generation: gen}}
+		for _, m := range mods {
+			m(c)
+		}
+		return c
+	}
+	counted := func(c *v1alpha1.IPAddressClass) {
+		c.Status.Addresses = []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 2, Released: 1}}
+	}
+	deleting := func(c *v1alpha1.IPAddressClass) { now := metav1.Now(); c.DeletionTimestamp = &now }
+	for _, tc := range []struct {
+		name     string
+		old, new *v1alpha1.IPAddressClass
+		want     bool
+	}{
+		{"1 its counts", class("u1", 1), class("u1", 1, counted), false},
+		{"2 its spec", class("u1", 1), class("u1", 2), true},
+		{"3 its deletion begins", class("u1", 1), class("u1", 1, deleting), true},
+		{"4 replaced by a namesake", class("u1", 1), class("u2", 1), true},
+	} {
+		if got := index.SpecChanged.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestQuotaLimitsAddresses: a quota whose address keys are all taken out
+// is seen once more; one that never limited addresses is not.
+func TestQuotaLimitsAddresses(t *testing.T) {
+	rq := func(keys ...corev1.ResourceName) *corev1.ResourceQuota {
+		q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{}}}
+		for _, k := range keys {
+			q.Spec.Hard[k] = *resource.NewQuantity(1, resource.DecimalSI)
+		}
+		return q
+	}
+	for _, tc := range []struct {
+		name     string
+		old, new *corev1.ResourceQuota
+		want     bool
+	}{
+		{"1 limits addresses", rq(quota.AllClasses), rq(quota.AllClasses), true},
+		{"2 its address keys taken out", rq(quota.AllClasses, "pods"), rq("pods"), true},
+		{"3 never limited addresses", rq("pods"), rq("pods", "services"), false},
+	} {
+		if got := index.QuotaLimitsAddresses.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

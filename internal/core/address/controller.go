@@ -65,7 +65,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Named("ipaddress").
 		For(&v1alpha1.IPAddress{}).
 		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(r.addressesOfClaim), builder.WithPredicates(index.ClaimLifecycle)).
-		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.releasedOfClass)).
+		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.releasedOfClass), builder.WithPredicates(index.SpecChanged)).
 		WithOptions(retry.Options(workers)).
 		Complete(r)
 }
@@ -74,7 +74,9 @@ func (r *Reconciler) addressesOfClaim(ctx context.Context, o client.Object) []re
 	return index.AddressesOfClaim(ctx, r.Client, o.GetNamespace(), o.GetName())
 }
 
-// releasedOfClass: a class's releaseDelay may have changed.
+// releasedOfClass: a class's releaseDelay may have changed. Only its spec
+// (index.SpecChanged): a class's status is written as its counts move, and
+// a class may keep tens of thousands of Released addresses.
 func (r *Reconciler) releasedOfClass(ctx context.Context, o client.Object) []reconcile.Request {
 	var reqs []reconcile.Request
 	for _, f := range v1alpha1.Dual.Families() {

@@ -8,8 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -126,21 +124,6 @@ func (r *Reconciler) chargeOne(ctx context.Context, key types.NamespacedName, re
 	return d.Refusal, lock.Patch(ctx, r.Client, &rq, func() {
 		metav1.SetMetaDataAnnotation(&rq.ObjectMeta, quota.ChargesAnnotation, d.Charges.String())
 	})
-}
-
-// quotaPredicate passes the events of the ResourceQuotas that limit
-// addresses, or did before the update: a limit removed frees the claims it
-// held back.
-var quotaPredicate = predicate.Funcs{
-	CreateFunc:  func(e event.CreateEvent) bool { return limitsAddresses(e.Object) },
-	UpdateFunc:  func(e event.UpdateEvent) bool { return limitsAddresses(e.ObjectOld) || limitsAddresses(e.ObjectNew) },
-	DeleteFunc:  func(e event.DeleteEvent) bool { return limitsAddresses(e.Object) },
-	GenericFunc: func(e event.GenericEvent) bool { return limitsAddresses(e.Object) },
-}
-
-func limitsAddresses(o client.Object) bool {
-	rq, ok := o.(*corev1.ResourceQuota)
-	return ok && quota.Ours(rq)
 }
 
 // waitingInNamespace: a quota's room changed (an address of the namespace

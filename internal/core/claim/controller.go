@@ -137,7 +137,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Watches(&v1alpha1.IPAddress{}, r.addressHandler()).
 		Watches(&v1alpha1.IPAddressClass{}, r.classHandler()).
 		Watches(&v1alpha1.IPAddressClass{}, r.readinessHandler()).
-		Watches(&corev1.ResourceQuota{}, handler.EnqueueRequestsFromMapFunc(r.waitingInNamespace), builder.WithPredicates(quotaPredicate)).
+		Watches(&corev1.ResourceQuota{}, handler.EnqueueRequestsFromMapFunc(r.waitingInNamespace), builder.WithPredicates(index.QuotaLimitsAddresses)).
 		WatchesRawSource(source.Channel(r.wake, &handler.TypedEnqueueRequestForObject[*v1alpha1.IPAddressClaim]{})).
 		WithOptions(retry.Options(workers)).
 		Complete(r)

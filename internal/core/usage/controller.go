@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -35,16 +34,11 @@ type Reconciler struct {
 	APIReader client.Reader
 }
 
-var ours = predicate.NewPredicateFuncs(func(o client.Object) bool {
-	rq, ok := o.(*corev1.ResourceQuota)
-	return ok && quota.Ours(rq)
-})
-
 // SetupWithManager registers the reconciler.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("address-usage").
-		For(&corev1.ResourceQuota{}, builder.WithPredicates(ours)).
+		For(&corev1.ResourceQuota{}, builder.WithPredicates(index.QuotaLimitsAddresses)).
 		Watches(&v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.quotasOfAddress)).
 		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(r.quotasOfClaim), builder.WithPredicates(index.ClaimLifecycle)).
 		WithOptions(retry.Options(workers)).

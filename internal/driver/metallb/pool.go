@@ -9,9 +9,6 @@ import (
 	"go4.org/netipx"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/allocator"
@@ -155,8 +152,4 @@ func olderClaimant(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressC
 // assignment, and the class status is rewritten as its counts move;
 // neither changes a decision, and each would wake every address of the
 // class.
-var SpecChanged = predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		return (e.ObjectOld.GetDeletionTimestamp() == nil) != (e.ObjectNew.GetDeletionTimestamp() == nil) || index.Replaced(e)
-	},
-})
+var SpecChanged = index.SpecChanged
