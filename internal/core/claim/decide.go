@@ -187,9 +187,9 @@ func collect(s snapshot) (bound, preBound []v1alpha1.IPAddress) {
 	return bound, preBound
 }
 
-// releaseExcess keeps one bound address per family — the one the claim
-// already reports, else the smallest name — and clears the claimRef of the
-// rest. A claim ends up with two only when two binders raced on stale
+// releaseExcess keeps one bound address per family the claim asks for —
+// the one the claim already reports, else the smallest name — and clears
+// the claimRef of the rest, and of an address it does not ask for. A claim ends up with two only when two binders raced on stale
 // caches; the address it reported is the one a workload may already use.
 func (p *plan) releaseExcess(claim *v1alpha1.IPAddressClaim, bound []v1alpha1.IPAddress) []v1alpha1.IPAddress {
 	reported := func(a v1alpha1.IPAddress) bool {
@@ -200,6 +200,18 @@ func (p *plan) releaseExcess(claim *v1alpha1.IPAddressClaim, bound []v1alpha1.IP
 	seen := map[v1alpha1.IPFamily]bool{}
 	for _, a := range bound {
 		f := binding.Family(&a)
+		if why := unasked(claim, &a); why != "" {
+			// Bound by a binder that read the claim before its tenant
+			// re-targeted it (the webhook lets a claim holding nothing
+			// change): the claim asks for it no more, and its fields are
+			// frozen now that it holds an address.
+			other := a.DeepCopy()
+			other.Spec.ClaimRef = nil
+			p.bind = append(p.bind, other)
+			p.events = append(p.events, recorder.WarningOnce(claim, v1alpha1.ReasonExcessBindingReleased,
+				"released %s (%s): %s", a.Name, a.Spec.Address, why))
+			continue
+		}
 		if !seen[f] {
 			seen[f] = true
 			kept = append(kept, a)
@@ -213,6 +225,27 @@ func (p *plan) releaseExcess(claim *v1alpha1.IPAddressClaim, bound []v1alpha1.IP
 	}
 	binding.SortByName(kept)
 	return kept
+}
+
+// unasked says why claim does not ask for address a bound to it: a family
+// it does not request, or a class other than the one it names; "" when it
+// does.
+func unasked(claim *v1alpha1.IPAddressClaim, a *v1alpha1.IPAddress) string {
+	if f := binding.Family(a); !slices.Contains(claim.Spec.Family.Families(), f) {
+		return fmt.Sprintf("the claim asks for %s, not an %s address", strings.Join(familyNames(claim.Spec.Family.Families()), " and "), f)
+	}
+	if c := claim.Spec.ClassName; c != "" && a.Spec.ClassName != c {
+		return fmt.Sprintf("the claim asks for class %q, and the address is of class %q", c, a.Spec.ClassName)
+	}
+	return ""
+}
+
+func familyNames(fs []v1alpha1.IPFamily) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = string(f)
+	}
+	return out
 }
 
 func families(addrs []v1alpha1.IPAddress) map[v1alpha1.IPFamily]bool {

@@ -114,6 +114,22 @@ func TestDecide(t *testing.T) {
 				addresses: []string{"ip-203-0-113-9"}, bound: v1alpha1.ReasonBound, events: []string{"Warning ExcessBindingReleased"}},
 		},
 		{
+			name:      "4-3 releases an address of a family the claim no longer asks for (bound by a binder that read it before it was re-targeted)",
+			claim:     newClaim("web", withFamily(v1alpha1.IPv6), withStatusClass("public")),
+			classes:   []v1alpha1.IPAddressClass{public},
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", boundTo(claim))},
+			want: outcome{stamp: "p.example.com/public", bind: []string{"ip-203-0-113-7 -> none"}, phase: v1alpha1.ClaimPending, className: "public",
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonWaitingForProvisioning, events: []string{"Warning ExcessBindingReleased"}},
+		},
+		{
+			name:      "4-3 releases an address of a class the claim no longer names",
+			claim:     newClaim("web", withClass("private"), withStatusClass("private")),
+			classes:   []v1alpha1.IPAddressClass{public, private},
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", boundTo(claim))},
+			want: outcome{stamp: "p.example.com/private", bind: []string{"ip-203-0-113-7 -> none"}, phase: v1alpha1.ClaimPending, className: "private",
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonWaitingForProvisioning, events: []string{"Warning ExcessBindingReleased"}},
+		},
+		{
 			name:      "4-4 accepts a driver's pre-binding by writing the claim's UID, and 4-6 stamps the claim even so",
 			claim:     claim,
 			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", preBoundTo(claim))},
