@@ -390,6 +390,16 @@ func TestWebhooks(t *testing.T) {
 		refused(g, w.admin.Create(ctx, bad), "metadata.name")
 	})
 
+	t.Run("an address is created pre-bound only to a claim that exists", func(t *testing.T) {
+		g := NewWithT(t)
+		orphan := &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "ip-203-0-113-98"},
+			Spec: v1alpha1.IPAddressSpec{Address: "203.0.113.98", ClassName: addr.Spec.ClassName, Source: addr.Spec.Source,
+				ClaimRef: &v1alpha1.ClaimReference{Namespace: "tenant", Name: "nobody"}}}
+		err := w.admin.Create(ctx, orphan)
+		refused(g, err, "spec.claimRef")
+		g.Expect(err.Error()).To(ContainSubstring("create the claim first"))
+	})
+
 	t.Run("with the webhook server down, only our kinds are refused", func(t *testing.T) {
 		g := NewWithT(t)
 		w.stopManager()

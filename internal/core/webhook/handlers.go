@@ -149,6 +149,27 @@ func (h handlers) holding(ctx context.Context, claim *v1alpha1.IPAddressClaim) (
 	return slices.ContainsFunc(addrs.Items, carries), nil
 }
 
+// claimOf is the claim ref names, nil when there is none (or no ref): from
+// the cache, else from the API server, for a claim created a moment ago.
+func (h handlers) claimOf(ctx context.Context, ref *v1alpha1.ClaimReference) (*v1alpha1.IPAddressClaim, error) {
+	if ref == nil {
+		return nil, nil
+	}
+	var claim v1alpha1.IPAddressClaim
+	key := client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}
+	err := h.reader.Get(ctx, key, &claim)
+	if apierrors.IsNotFound(err) && h.live != nil {
+		err = h.live.Get(ctx, key, &claim)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return &claim, nil
+}
+
 func (h handlers) validateAddress(ctx context.Context, req admission.Request) admission.Response {
 	var a v1alpha1.IPAddress
 	if req.Operation == admissionv1.Create {
@@ -159,7 +180,12 @@ func (h handlers) validateAddress(ctx context.Context, req admission.Request) ad
 		if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
+		claim, err := h.claimOf(ctx, a.Spec.ClaimRef)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
 		errs := append(ValidateAddressCreate(&a, nil), ValidateFlagAnnotations(nil, a.Annotations, AddressFlags, nil)...)
+		errs = append(errs, ValidatePreBinding(a.Spec.ClaimRef, claim, field.NewPath("spec"))...)
 		return respond(req, append(errs, scope...))
 	}
 	var old v1alpha1.IPAddress

@@ -50,6 +50,28 @@ func ValidateAddressCreate(a *v1alpha1.IPAddress, fldPath *field.Path) field.Err
 	return nil
 }
 
+// ValidatePreBinding refuses an address created pre-bound (spec.claimRef)
+// to a claim that does not exist, or to another claim of the name than the
+// UID it gives: the core would reclaim it at once — delete it under
+// reclaimPolicy Delete, and with it a reservation the address recorded. The
+// claim comes first; the address pre-bound to it after. claim is the claim
+// the reference names, nil when there is none. fldPath is the spec's path.
+func ValidatePreBinding(ref *v1alpha1.ClaimReference, claim *v1alpha1.IPAddressClaim, fldPath *field.Path) field.ErrorList {
+	if ref == nil {
+		return nil
+	}
+	key := ref.Namespace + "/" + ref.Name
+	switch {
+	case claim == nil:
+		return field.ErrorList{field.Invalid(fldPath.Child("claimRef"), key,
+			"IPAddressClaim "+key+" does not exist; create the claim first, then the address pre-bound to it (an address bound to no claim is reclaimed)")}
+	case ref.UID != "" && ref.UID != claim.UID:
+		return field.ErrorList{field.Invalid(fldPath.Child("claimRef", "uid"), ref.UID,
+			fmt.Sprintf("IPAddressClaim %s has UID %s; leave uid empty, the core completes it", key, claim.UID))}
+	}
+	return nil
+}
+
 // ValidateAddressUpdate keeps an address's identity and its binding in the
 // hands §3 gives them. address, className and source never change: the IP
 // names the object and the class and source say who holds the reservation.

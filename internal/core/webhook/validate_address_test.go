@@ -259,3 +259,31 @@ func TestValidateAddressStatusUpdate(t *testing.T) {
 		})
 	}
 }
+
+// TestValidatePreBinding: an address is created pre-bound only to a claim
+// that exists, and with its UID or none.
+func TestValidatePreBinding(t *testing.T) {
+	spec := field.NewPath("spec")
+	claim := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web", UID: "uid-web"}}
+	ref := func(uid types.UID) *v1alpha1.ClaimReference {
+		return &v1alpha1.ClaimReference{Namespace: "tenant", Name: "web", UID: uid}
+	}
+	for _, tc := range []struct {
+		name  string
+		ref   *v1alpha1.ClaimReference
+		claim *v1alpha1.IPAddressClaim
+		want  field.ErrorList
+	}{
+		{"1 not pre-bound", nil, nil, nil},
+		{"2 pre-bound to a claim that exists, without its UID", ref(""), claim, nil},
+		{"3 pre-bound with the claim's UID", ref("uid-web"), claim, nil},
+		{"4 pre-bound to a claim that does not exist", ref(""), nil, field.ErrorList{field.Invalid(spec.Child("claimRef"), "tenant/web",
+			"IPAddressClaim tenant/web does not exist; create the claim first, then the address pre-bound to it (an address bound to no claim is reclaimed)")}},
+		{"5 pre-bound with an earlier claim's UID", ref("uid-old"), claim, field.ErrorList{field.Invalid(spec.Child("claimRef", "uid"), types.UID("uid-old"),
+			"IPAddressClaim tenant/web has UID uid-web; leave uid empty, the core completes it")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkErrors(t, ValidatePreBinding(tc.ref, tc.claim, spec), tc.want)
+		})
+	}
+}
