@@ -365,6 +365,10 @@ func (r *Reconciler) gather(ctx context.Context, claim *v1alpha1.IPAddressClaim)
 		return s, nil, nil
 	}
 	s.detaching = map[v1alpha1.IPFamily]string{}
+	var err error
+	if s.named, err = r.named(ctx, claim); err != nil {
+		return s, nil, err
+	}
 	candidates, err := r.candidates(ctx, claim, s.class.class, s.detaching)
 	var reserved []string
 	for i := range candidates {
@@ -376,6 +380,22 @@ func (r *Reconciler) gather(ctx context.Context, claim *v1alpha1.IPAddressClaim)
 	}
 	s.line, err = r.queue(ctx, claim, s.class.class)
 	return s, reserved, err
+}
+
+// named is the address the claim names (spec.addressName) as the cache
+// shows it, nil when it names none or there is none: what its wait says.
+func (r *Reconciler) named(ctx context.Context, claim *v1alpha1.IPAddressClaim) (*v1alpha1.IPAddress, error) {
+	if claim.Spec.AddressName == "" {
+		return nil, nil
+	}
+	var a v1alpha1.IPAddress
+	switch err := r.Client.Get(ctx, types.NamespacedName{Name: claim.Spec.AddressName}, &a); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return &a, nil
 }
 
 // candidates lists the Available addresses the claim could match: the one

@@ -35,7 +35,10 @@ type snapshot struct {
 	// claim's name that its driver is still detaching from its former
 	// Service: the claim waits for it.
 	detaching map[v1alpha1.IPFamily]string
-	now       time.Time
+	// named is the address spec.addressName names, as the cache shows it;
+	// nil when there is none (or the claim names none).
+	named *v1alpha1.IPAddress
+	now   time.Time
 }
 
 // newSnapshot resolves the claim's class among classes.
@@ -334,12 +337,30 @@ func (p *plan) match(s snapshot, class *v1alpha1.IPAddressClass, missing []v1alp
 	switch {
 	case len(waitingFor) == 0:
 	case claim.Spec.AddressName != "":
-		wait = waiting{v1alpha1.ReasonWaitingForAddress, fmt.Sprintf("waiting for IPAddress %s to be Available in class %q as %s",
-			claim.Spec.AddressName, class.Name, strings.Join(waitingFor, " and "))}
+		wait = waiting{v1alpha1.ReasonWaitingForAddress, namedWait(claim, s.named, class, waitingFor)}
 	default:
 		wait = whyWaiting(s, class, waitingFor)
 	}
 	return matched, wait
+}
+
+// namedWait says why a claim naming its address (spec.addressName) waits
+// for it: no such address, one it can never bind (another class or
+// family), one bound to another claim, or one not Available yet.
+func namedWait(claim *v1alpha1.IPAddressClaim, a *v1alpha1.IPAddress, class *v1alpha1.IPAddressClass, families []string) string {
+	name, want := claim.Spec.AddressName, strings.Join(families, " and ")
+	switch {
+	case a == nil:
+		return fmt.Sprintf("waiting for IPAddress %s, which does not exist; spec.addressName names an IPAddress object, "+
+			"ip- followed by its IP with each . or : written as -", name)
+	case a.Spec.ClassName != class.Name:
+		return fmt.Sprintf("IPAddress %s is of class %q, and the claim asks for class %q: it never binds it", name, a.Spec.ClassName, class.Name)
+	case !slices.Contains(families, string(binding.Family(a))):
+		return fmt.Sprintf("IPAddress %s is %s, and the claim asks for %s: it never binds it", name, binding.Family(a), want)
+	case a.Spec.ClaimRef != nil && !binding.Names(a, claim):
+		return fmt.Sprintf("waiting for IPAddress %s, whose claimRef names IPAddressClaim %s/%s (%s)", name, a.Spec.ClaimRef.Namespace, a.Spec.ClaimRef.Name, a.Status.Phase)
+	}
+	return fmt.Sprintf("waiting for IPAddress %s to be Available in class %q as %s", name, class.Name, want)
 }
 
 // whyWaiting explains a claim waiting for families of class with no

@@ -658,3 +658,36 @@ func TestLostMessageUnderQuota(t *testing.T) {
 		t.Errorf("Bound condition %v, want message %q", c, want)
 	}
 }
+
+// 4-7: a claim naming its address says why it waits for it: no such
+// address, one of another class or family (never bound), one bound to
+// another claim, or one not Available yet.
+func TestNamedWait(t *testing.T) {
+	public := newClass("public")
+	claim := newClaim("web", withClass("public"), func(c *v1alpha1.IPAddressClaim) { c.Spec.AddressName = "ip-203-0-113-7" })
+	other := newClaim("db")
+	for _, tc := range []struct {
+		name string
+		a    *v1alpha1.IPAddress
+		want string
+	}{
+		{"1 no such address", nil, "waiting for IPAddress ip-203-0-113-7, which does not exist; spec.addressName names an IPAddress object, " +
+			"ip- followed by its IP with each . or : written as -"},
+		{"2 another class", ptrTo(newAddress("203.0.113.7", "private")),
+			`IPAddress ip-203-0-113-7 is of class "private", and the claim asks for class "public": it never binds it`},
+		{"3 another family", ptrTo(newAddress("2001:db8::7", "public")),
+			"IPAddress ip-203-0-113-7 is IPv6, and the claim asks for IPv4: it never binds it"},
+		{"4 bound to another claim", ptrTo(newAddress("203.0.113.7", "public", boundTo(other))),
+			"waiting for IPAddress ip-203-0-113-7, whose claimRef names IPAddressClaim tenant/db (Bound)"},
+		{"5 not Available yet", ptrTo(newAddress("203.0.113.7", "public", inPhase(v1alpha1.AddressPending))),
+			`waiting for IPAddress ip-203-0-113-7 to be Available in class "public" as IPv4`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := namedWait(claim, tc.a, &public, []string{"IPv4"}); got != tc.want {
+				t.Errorf("namedWait = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
