@@ -380,8 +380,7 @@ func whyWaiting(s snapshot, class *v1alpha1.IPAddressClass, families []string) w
 	}
 	for _, f := range families {
 		if pl := s.line[v1alpha1.IPFamily(f)]; outOfAddresses(class, v1alpha1.IPFamily(f), pl) {
-			return waiting{v1alpha1.ReasonClassExhausted, fmt.Sprintf("%s waiting for %s in class %s: no %s address is left to bind",
-				ordinal(pl.ahead+1), f, class.Name, f)}
+			return waiting{v1alpha1.ReasonClassExhausted, fmt.Sprintf("%s: no %s address is left to bind", standing(pl.ahead, f, class.Name), f)}
 		}
 	}
 	return waiting{v1alpha1.ReasonWaitingForProvisioning, fmt.Sprintf("waiting for provisioner %s to provision %s in class %q",
@@ -414,6 +413,26 @@ type place struct{ ahead, available int }
 // served reports whether the claim's turn has come: nobody is ahead, or
 // enough addresses are left for those ahead and for it.
 func (p place) served() bool { return p.ahead == 0 || p.available > p.ahead }
+
+// exactPlaces is how far back in line a claim's place is given exactly.
+// Further back it is given by its order of magnitude: an exact place
+// changes for every claim behind whenever the line moves, and rewriting
+// them all would cost N²/2 status writes to drain a line of N.
+const exactPlaces = 10
+
+// standing is where a claim with ahead older claims before it stands in
+// the line for family f of class: "3rd waiting for IPv4 in class public",
+// or "waiting for IPv4 in class public behind 100 or more older claims".
+func standing(ahead int, f, class string) string {
+	if ahead < exactPlaces {
+		return fmt.Sprintf("%s waiting for %s in class %s", ordinal(ahead+1), f, class)
+	}
+	floor := exactPlaces
+	for floor*10 <= ahead {
+		floor *= 10
+	}
+	return fmt.Sprintf("waiting for %s in class %s behind %d or more older claims", f, class, floor)
+}
 
 // ordinal is n as "1st", "2nd", "3rd", "4th", "11th" …
 func ordinal(n int) string {

@@ -561,6 +561,24 @@ func TestLine(t *testing.T) {
 	}
 }
 
+// A place far back in line is given by its order of magnitude, so that
+// the line moving rewrites only the claims near its front.
+func TestStanding(t *testing.T) {
+	for ahead, want := range map[int]string{
+		0:    "1st waiting for IPv4 in class public",
+		2:    "3rd waiting for IPv4 in class public",
+		9:    "10th waiting for IPv4 in class public",
+		10:   "waiting for IPv4 in class public behind 10 or more older claims",
+		99:   "waiting for IPv4 in class public behind 10 or more older claims",
+		100:  "waiting for IPv4 in class public behind 100 or more older claims",
+		5000: "waiting for IPv4 in class public behind 1000 or more older claims",
+	} {
+		if got := standing(ahead, "IPv4", "public"); got != want {
+			t.Errorf("standing(%d) = %q, want %q", ahead, got, want)
+		}
+	}
+}
+
 func TestOrdinal(t *testing.T) {
 	for n, want := range map[int]string{1: "1st", 2: "2nd", 3: "3rd", 4: "4th", 11: "11th", 12: "12th", 13: "13th", 21: "21st", 102: "102nd"} {
 		if got := ordinal(n); got != want {
