@@ -4,5 +4,7 @@
 // transitions from status where status can tell; for conditions that
 // persist without a status of their own (a refused pre-binding, a class
 // held by addresses) an Event marked Once suppresses a repeat of the last
-// message recorded for the same object and reason.
+// message recorded for the same object and reason. Record also keeps the
+// events API from merging a new message into an earlier event of the same
+// object and reason, which would drop it.
 package recorder

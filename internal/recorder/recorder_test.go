@@ -1,10 +1,14 @@
 package recorder
 
 import (
+	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 )
 
@@ -30,5 +34,40 @@ func TestOnceEndsWithItsResolution(t *testing.T) {
 		if got[i] != want[i] {
 			t.Errorf("event %d: %q, want %q", i, got[i], want[i])
 		}
+	}
+}
+
+// actions is an events.EventRecorder that keeps the action and note of
+// each event.
+type actions []string
+
+func (a *actions) Eventf(_ runtime.Object, _ runtime.Object, _, _, action, note string, args ...any) {
+	*a = append(*a, action+" "+fmt.Sprintf(note, args...))
+}
+
+// The events API merges an event into an earlier one of the same object,
+// reason and action for minutes, keeping the earlier note: a second
+// message of the same reason gets an action of its own, a repeat of the
+// same message does not, and past the window the reason is the action
+// again.
+func TestAnotherMessageIsNotMerged(t *testing.T) {
+	var got actions
+	now := time.Unix(0, 0)
+	r := New(&got)
+	r.now = func() time.Time { return now }
+	obj := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "u1"}}
+	r.Record(Normal(obj, "Associated", "192.0.2.1 is attached to Service web"))
+	r.Record(Normal(obj, "Associated", "2001:db8::1 is attached to Service web"))
+	r.Record(Normal(obj, "Associated", "2001:db8::1 is attached to Service web"))
+	now = now.Add(seriesWindow + time.Second)
+	r.Record(Normal(obj, "Associated", "192.0.2.1 is attached to Service api"))
+	want := []string{
+		"Associated 192.0.2.1 is attached to Service web",
+		"Associated-bbb25d4d 2001:db8::1 is attached to Service web",
+		"Associated-bbb25d4d 2001:db8::1 is attached to Service web",
+		"Associated 192.0.2.1 is attached to Service api",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("recorded\n%q\nwant\n%q", got, want)
 	}
 }

@@ -68,6 +68,14 @@ func TestDriver_7_5_AttachMoveDetachHitless(t *testing.T) {
 
 	b := e.service("b", naming("web"))
 	e.heldBy(e.ns, "b", ip)
+	e.eventually(func(g Gomega) {
+		var notes []string
+		for _, ev := range e.events(g, "web", metallbiad.ReasonAssociated) {
+			notes = append(notes, ev.Note)
+		}
+		g.Expect(notes).To(ContainElement(ip+" is attached to Service b"),
+			"an event of the same reason minutes later keeps its own message")
+	})
 
 	e.update(b, func() { delete(b.Annotations, v1alpha1.AnnotationIPAddressClaim) })
 	e.placeholderHolds(ip)
