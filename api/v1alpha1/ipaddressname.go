@@ -25,6 +25,26 @@ func IPAddressName(ip string) (string, error) {
 	return name, nil
 }
 
+// IPOfAddressName is the IP an IPAddress named name records, the inverse of
+// IPAddressName; ok is false for a name IPAddressName never derives, which
+// no IPAddress can have.
+func IPOfAddressName(name string) (ip netip.Addr, ok bool) {
+	rest, found := strings.CutPrefix(name, "ip-")
+	if !found {
+		return netip.Addr{}, false
+	}
+	for _, sep := range []string{".", ":"} {
+		addr, err := netip.ParseAddr(strings.ReplaceAll(rest, "-", sep))
+		if err != nil {
+			continue
+		}
+		if derived, err := IPAddressName(addr.String()); err == nil && derived == name {
+			return addr, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
 // ParseCanonicalIP parses ip and accepts it only in canonical form, without a
 // zone and not IPv4-mapped.
 func ParseCanonicalIP(ip string) (netip.Addr, error) {

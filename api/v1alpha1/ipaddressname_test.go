@@ -56,24 +56,36 @@ func FuzzIPAddressName(f *testing.F) {
 			t.Fatalf("IPAddressName(%q) = %q, not a valid object name: %v", s, name, errs)
 		}
 		addr := netip.MustParseAddr(s)
-		if back := fromName(name); back != addr {
+		if back, ok := IPOfAddressName(name); !ok || back != addr {
 			t.Fatalf("IPAddressName(%q) = %q maps back to %v: two IPs could share the name", s, name, back)
 		}
 	})
 }
 
-// fromName inverts IPAddressName, proving it injective.
-func fromName(name string) netip.Addr {
-	s := strings.TrimPrefix(name, "ip-")
-	if strings.Count(s, "-") == 3 && !strings.Contains(s, "--") {
-		if a, err := netip.ParseAddr(strings.ReplaceAll(s, "-", ".")); err == nil && a.Is4() {
-			return a
+func TestIPOfAddressName(t *testing.T) {
+	for name, want := range map[string]string{
+		"ip-203-0-113-7":   "203.0.113.7",
+		"ip-2001-db8--7":   "2001:db8::7",
+		"ip-2001-db8--0":   "2001:db8::",
+		"ip---0":           "::",
+		"ip-fd00-10-96--a": "fd00:10:96::a",
+		"ip-203-0-113-07":  "", // not canonical
+		"ip-2001-db8--":    "", // the 0 is appended
+		"ip-2001-DB8--7":   "", // upper case
+		"203-0-113-7":      "", // no prefix
+		"ip-203.0.113.7":   "", // dots stay dots
+		"203.0.113.7":      "", // an IP, not a name
+		"ip-1-2-3":         "", // three parts
+		"ip--ffff-1-2-3-4": "", // IPv4-mapped
+	} {
+		ip, ok := IPOfAddressName(name)
+		if got := ip.String(); !ok {
+			got = ""
+		} else if want != got {
+			t.Errorf("IPOfAddressName(%q) = %s, want %q", name, got, want)
+		}
+		if ok != (want != "") {
+			t.Errorf("IPOfAddressName(%q) ok = %v, want %v", name, ok, want != "")
 		}
 	}
-	s = strings.ReplaceAll(s, "-", ":")
-	if strings.HasSuffix(s, "::0") {
-		s = strings.TrimSuffix(s, "0")
-	}
-	a, _ := netip.ParseAddr(s)
-	return a
 }

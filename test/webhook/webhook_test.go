@@ -249,6 +249,24 @@ func TestWebhooks(t *testing.T) {
 		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 	})
 
+	t.Run("a claim whose addressName no address can have is refused on the field, at creation and on a re-target", func(t *testing.T) {
+		g := NewWithT(t)
+		ip := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "by-ip"},
+			Spec: v1alpha1.IPAddressClaimSpec{ClassName: "public", AddressName: "203.0.113.7"}}
+		err := w.tenant.Create(ctx, ip)
+		refused(g, err, "spec.addressName")
+		g.Expect(err.Error()).To(ContainSubstring("is named ip-203-0-113-7"))
+		pending := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "by-name"},
+			Spec: v1alpha1.IPAddressClaimSpec{ClassName: "public", Family: v1alpha1.IPv6, AddressName: "ip-2001-db8--7"}}
+		g.Expect(w.tenant.Create(ctx, pending)).To(Succeed())
+		g.Eventually(func(g Gomega) {
+			g.Expect(w.tenant.Get(ctx, client.ObjectKeyFromObject(pending), pending)).To(Succeed())
+			pending.Spec.Family = v1alpha1.IPv4
+			refused(g, w.tenant.Update(ctx, pending), "spec.addressName")
+		}).Should(Succeed())
+		g.Expect(w.tenant.Delete(ctx, pending)).To(Succeed())
+	})
+
 	t.Run("a tenant's provisioner stamp on a new claim is removed with a warning, and the core stamps the claim", func(t *testing.T) {
 		g := NewWithT(t)
 		warned := &controlplane.Warnings{}

@@ -78,6 +78,9 @@ func (h handlers) defaultClaim(ctx context.Context, req admission.Request) admis
 	if err := h.reader.List(ctx, &classes); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
+	if errs := ValidateClaimAddressName(&claim.Spec, field.NewPath("spec")); len(errs) > 0 {
+		return respond(req, errs)
+	}
 	warnings := DropForeignStamp(&claim, req.UserInfo, h.principals)
 	dropped := len(warnings) > 0
 	warnings = append(warnings, DefaultClaim(&claim, classes.Items)...)
@@ -124,6 +127,9 @@ func (h handlers) validateClaim(ctx context.Context, req admission.Request) admi
 		}
 	}
 	errs := ValidateClaimUpdate(&old, &claim, holding, field.NewPath("spec"))
+	if Retargets(&old, &claim) {
+		errs = append(errs, ValidateClaimAddressName(&claim.Spec, field.NewPath("spec"))...)
+	}
 	return respond(req, append(errs, ValidateClaimStampUpdate(&old, &claim, req.UserInfo, h.principals, nil)...))
 }
 

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"fmt"
+	"net/netip"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -65,6 +66,36 @@ func ValidateClaimUpdate(oldClaim, newClaim *v1alpha1.IPAddressClaim, holding bo
 		errs = append(errs, field.Forbidden(fldPath.Child("addressName"), msgClaimBound))
 	}
 	return errs
+}
+
+// ValidateClaimAddressName refuses a spec.addressName that no IPAddress can
+// have, or that names an address of another family than the claim asks
+// for: the claim would wait for it for good. An IP given for the name is
+// answered with the name of its IPAddress. fldPath is the spec's path.
+func ValidateClaimAddressName(spec *v1alpha1.IPAddressClaimSpec, fldPath *field.Path) field.ErrorList {
+	name := spec.AddressName
+	if name == "" {
+		return nil
+	}
+	ip, ok := v1alpha1.IPOfAddressName(name)
+	if !ok {
+		detail := "no IPAddress has this name: an IPAddress is named ip- followed by its IP with '.' and ':' replaced by '-' (ip-203-0-113-7, ip-2001-db8--7)"
+		if addr, err := netip.ParseAddr(name); err == nil {
+			if derived, err := v1alpha1.IPAddressName(addr.Unmap().WithZone("").String()); err == nil {
+				detail = fmt.Sprintf("is an IP, not the name of an IPAddress; the IPAddress of %s is named %s", addr.Unmap().WithZone(""), derived)
+			}
+		}
+		return field.ErrorList{field.Invalid(fldPath.Child("addressName"), name, detail)}
+	}
+	family := v1alpha1.IPv4
+	if ip.Is6() {
+		family = v1alpha1.IPv6
+	}
+	if want := orIPv4(spec.Family); want != v1alpha1.Dual && want != family {
+		return field.ErrorList{field.Invalid(fldPath.Child("addressName"), name,
+			fmt.Sprintf("names an %s address (%s) and spec.family is %s", family, ip, want))}
+	}
+	return nil
 }
 
 // Retargets says whether an update changes what the claim asks for: its

@@ -97,6 +97,38 @@ func TestValidateClaimUpdate(t *testing.T) {
 	}
 }
 
+// A spec.addressName no IPAddress can have, or of another family than the
+// claim's, is refused on the field: the claim would wait for it for good.
+func TestValidateClaimAddressName(t *testing.T) {
+	invalid := func(v, detail string) field.ErrorList {
+		return field.ErrorList{field.Invalid(specPath.Child("addressName"), v, detail)}
+	}
+	const naming = "no IPAddress has this name: an IPAddress is named ip- followed by its IP with '.' and ':' replaced by '-' (ip-203-0-113-7, ip-2001-db8--7)"
+	for _, tc := range []struct {
+		name  string
+		claim *v1alpha1.IPAddressClaim
+		want  field.ErrorList
+	}{
+		{"none", newClaim(), nil},
+		{"an IPv4 address's name", newClaim(addressName("ip-203-0-113-7")), nil},
+		{"an IPv6 address's name on an IPv6 claim", newClaim(family(v1alpha1.IPv6), addressName("ip-2001-db8--0")), nil},
+		{"an IP instead of its name", newClaim(addressName("203.0.113.7")),
+			invalid("203.0.113.7", "is an IP, not the name of an IPAddress; the IPAddress of 203.0.113.7 is named ip-203-0-113-7")},
+		{"an IPv6 written long instead of its name", newClaim(family(v1alpha1.IPv6), addressName("2001:DB8:0::7")),
+			invalid("2001:DB8:0::7", "is an IP, not the name of an IPAddress; the IPAddress of 2001:db8::7 is named ip-2001-db8--7")},
+		{"a name without the prefix", newClaim(addressName("203-0-113-7")), invalid("203-0-113-7", naming)},
+		{"a name of a non-canonical IP", newClaim(addressName("ip-203-0-113-07")), invalid("ip-203-0-113-07", naming)},
+		{"an IPv6 address's name on a claim of the default family", newClaim(family(""), addressName("ip-2001-db8--7")),
+			invalid("ip-2001-db8--7", "names an IPv6 address (2001:db8::7) and spec.family is IPv4")},
+		{"an IPv4 address's name on an IPv6 claim", newClaim(family(v1alpha1.IPv6), addressName("ip-203-0-113-7")),
+			invalid("ip-203-0-113-7", "names an IPv4 address (203.0.113.7) and spec.family is IPv6")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkErrors(t, ValidateClaimAddressName(&tc.claim.Spec, specPath), tc.want)
+		})
+	}
+}
+
 // A claim an address holds already (its claimRef carries the claim's UID:
 // a driver's new address), its status not yet written, counts as bound.
 func TestValidateClaimUpdateWhileAnAddressHoldsIt(t *testing.T) {
