@@ -79,13 +79,11 @@ func TestIPOfAddressName(t *testing.T) {
 		"ip--ffff-1-2-3-4": "", // IPv4-mapped
 	} {
 		ip, ok := IPOfAddressName(name)
-		if got := ip.String(); !ok {
-			got = ""
-		} else if want != got {
-			t.Errorf("IPOfAddressName(%q) = %s, want %q", name, got, want)
-		}
-		if ok != (want != "") {
-			t.Errorf("IPOfAddressName(%q) ok = %v, want %v", name, ok, want != "")
+		switch {
+		case ok != (want != ""):
+			t.Errorf("IPOfAddressName(%q) = %v, ok %v; want %q", name, ip, ok, want)
+		case ok && ip.String() != want:
+			t.Errorf("IPOfAddressName(%q) = %s, want %s", name, ip, want)
 		}
 	}
 }
