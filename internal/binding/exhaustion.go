@@ -2,6 +2,8 @@ package binding
 
 import (
 	"fmt"
+	"math"
+	"math/bits"
 	"slices"
 	"strings"
 
@@ -59,9 +61,27 @@ func Left(class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) (left, total int6
 		}
 	}
 	if free, size, ok := DriverCapacity(class, f); ok {
-		return left + free, max(size, left+free), true
+		sum := saturatingAdd(left, free)
+		return sum, max(size, sum), true
 	}
 	return left, total, known
+}
+
+// saturatingAdd is a+b for counts, capped at the largest int64: a driver
+// caps its count of a large IPv6 range there already.
+func saturatingAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// below reports whether left is less than percent of total, in 128 bits:
+// a /64's count times a hundred overflows an int64.
+func below(left, total, percent int64) bool {
+	lh, ll := bits.Mul64(uint64(max(left, 0)), 100)
+	th, tl := bits.Mul64(uint64(max(total, 0)), uint64(max(percent, 0)))
+	return lh < th || (lh == th && ll < tl)
 }
 
 // DriverCapacity is a driver's own count of family f of class's range
@@ -96,7 +116,7 @@ func ExhaustionConditions(class *v1alpha1.IPAddressClass, percent int64) (exhaus
 		case !known || total == 0:
 		case left == 0:
 			gone = append(gone, string(f))
-		case left*100 < total*percent:
+		case below(left, total, percent):
 			low = append(low, fmt.Sprintf("%s: %d of %d left", f, left, total))
 		}
 	}

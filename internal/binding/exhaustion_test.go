@@ -1,6 +1,7 @@
 package binding
 
 import (
+	"math"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -45,6 +46,20 @@ func TestExhaustionConditions(t *testing.T) {
 			class([]v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv4, Total: 4, Allocated: 4}},
 				[]v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 4, Bound: 3, Available: 1}}),
 			metav1.ConditionFalse, metav1.ConditionFalse, "", ""},
+		{"6 a /64 the driver counts capped at the largest int64, some bound: far from the threshold",
+			class([]v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv6, Total: math.MaxInt64, Allocated: 3, Available: math.MaxInt64}},
+				[]v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv6, Total: 3, Bound: 3}}),
+			metav1.ConditionFalse, metav1.ConditionFalse, "", ""},
+		{"7 ...and one of them recycled to Available: the sum saturates instead of wrapping",
+			class([]v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv6, Total: math.MaxInt64, Allocated: 3, Available: math.MaxInt64}},
+				[]v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv6, Total: 3, Bound: 2, Available: 1}}),
+			metav1.ConditionFalse, metav1.ConditionFalse, "", ""},
+		{"8 a /71, whose size times a hundred overflows, nearly all left",
+			class([]v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv6, Total: 1 << 57, Allocated: 1, Available: 1<<57 - 1}}, nil),
+			metav1.ConditionFalse, metav1.ConditionFalse, "", ""},
+		{"9 ...and nearly all allocated",
+			class([]v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv6, Total: 1 << 57, Allocated: 1<<57 - 5, Available: 5}}, nil),
+			metav1.ConditionFalse, metav1.ConditionTrue, "", "IPv6: 5 of 144115188075855872 left (threshold 10%)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ex, nearly := ExhaustionConditions(tc.class, 10)
@@ -58,5 +73,18 @@ func TestExhaustionConditions(t *testing.T) {
 				t.Errorf("NearlyExhausted message %q, want %q", nearly.Message, tc.nearlyMsg)
 			}
 		})
+	}
+}
+
+// A driver's count capped at the largest int64 plus the class's Available
+// addresses stays there: wrapped negative, every claim in line behind
+// another would be told the class is exhausted.
+func TestLeftSaturates(t *testing.T) {
+	class := &v1alpha1.IPAddressClass{Status: v1alpha1.IPAddressClassStatus{
+		Capacity:  []v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv6, Total: math.MaxInt64, Available: math.MaxInt64}},
+		Addresses: []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv6, Total: 3, Bound: 2, Available: 1}},
+	}}
+	if left, total, _ := Left(class, v1alpha1.IPv6); left != math.MaxInt64 || total != math.MaxInt64 {
+		t.Errorf("Left = %d of %d, want both %d", left, total, int64(math.MaxInt64))
 	}
 }
