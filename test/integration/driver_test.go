@@ -1183,3 +1183,18 @@ func TestDriver_ClassArrivingAfterItsAddressHoldsIt(t *testing.T) {
 	e.service("web", naming("web"))
 	e.heldBy(e.ns, "web", ip)
 }
+
+// A pool that sets avoidBuggyIPs is served, without its IPv4 addresses
+// ending in .0 or .255: MetalLB never assigns those from it, so the first
+// address a claim gets of x.y.z.0/30 is x.y.z.1, and MetalLB holds it.
+func TestDriver_AvoidBuggyIPsPoolServedWithoutThem(t *testing.T) {
+	e := newDriverEnv(t)
+	name := e.class("pool")
+	pool := metallb.Pool(name, false, e.v4(0)+"/30")
+	e.g.Expect(unstructured.SetNestedField(pool.Object, true, "spec", "avoidBuggyIPs")).To(Succeed())
+	e.create(pool)
+	class := e.metalLBClass("public", name, v1alpha1.ReclaimDelete)
+	e.createClaim("web", class)
+	e.g.Expect(e.boundAddresses("web", 1)).To(Equal([]string{e.v4(1)}))
+	e.placeholderHolds(e.v4(1))
+}

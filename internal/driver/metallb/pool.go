@@ -3,6 +3,7 @@ package metallb
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -89,7 +90,8 @@ func (c Class) Accepted() bool { return c.Refusal == "" }
 // and the other classes of this provisioner. A pool is refused when it is
 // missing, when MetalLB may auto-assign from it, or when an older class
 // names it: one pool is one class's ledger. A pool that sets avoidBuggyIPs
-// is refused too: the driver allocates every address of its ranges.
+// gives the driver its ranges without the IPv4 addresses ending in .0 or
+// .255, which MetalLB never assigns from it.
 func Resolve(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressClass, pool *unstructured.Unstructured, namespace string) Class {
 	c := Class{Name: class.Name}
 	params, err := ParseParameters(class)
@@ -113,8 +115,7 @@ func Resolve(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressClass, 
 		return c
 	}
 	if avoid, _, _ := unstructured.NestedBool(pool.Object, "spec", "avoidBuggyIPs"); avoid {
-		c.Refusal = fmt.Sprintf("IPAddressPool %s/%s sets spec.avoidBuggyIPs: true, which the driver does not honour: MetalLB would never hold its addresses ending in .0 or .255", namespace, params.Pool)
-		return c
+		c.Ranges = withoutBuggyIPs(c.Ranges)
 	}
 	if other := olderClaimant(class, classes, params.Pool); other != "" {
 		c.Refusal = fmt.Sprintf("IPAddressPool %s/%s is already named by IPAddressClass %s", namespace, params.Pool, other)
@@ -153,3 +154,28 @@ func olderClaimant(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressC
 // neither changes a decision, and each would wake every address of the
 // class.
 var SpecChanged = index.SpecChanged
+
+// withoutBuggyIPs is set without its IPv4 addresses ending in .0 or .255
+// (MetalLB's avoidBuggyIPs): two per /24 the set's IPv4 ranges touch.
+func withoutBuggyIPs(set *netipx.IPSet) *netipx.IPSet {
+	var b netipx.IPSetBuilder
+	b.AddSet(set)
+	for _, r := range set.Ranges() {
+		if !r.From().Is4() {
+			continue
+		}
+		for block := r.From().As4(); ; {
+			block[3] = 0
+			b.Remove(netip.AddrFrom4(block))
+			block[3] = 255
+			last := netip.AddrFrom4(block)
+			b.Remove(last)
+			if !last.Less(r.To()) || !last.Next().IsValid() {
+				break
+			}
+			block = last.Next().As4()
+		}
+	}
+	out, _ := b.IPSet() // cannot fail: nothing is added that is not a set's
+	return out
+}

@@ -1,6 +1,7 @@
 package metallb
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -56,8 +57,7 @@ func TestResolve(t *testing.T) {
 			"IPAddressPool metallb-system/public must set spec.autoAssign: false, or MetalLB hands its addresses to any Service"},
 		{"autoAssign true", class("public", `{"pool":"public"}`, 0), pool(map[string]any{"addresses": []any{"203.0.113.0/24"}, "autoAssign": true}),
 			"IPAddressPool metallb-system/public must set spec.autoAssign: false, or MetalLB hands its addresses to any Service"},
-		{"avoidBuggyIPs", class("public", `{"pool":"public"}`, 0), pool(map[string]any{"addresses": []any{"203.0.113.0/24"}, "autoAssign": false, "avoidBuggyIPs": true}),
-			"IPAddressPool metallb-system/public sets spec.avoidBuggyIPs: true, which the driver does not honour"},
+		{"avoidBuggyIPs honoured, not refused", class("public", `{"pool":"public"}`, 0), pool(map[string]any{"addresses": []any{"203.0.113.0/24"}, "autoAssign": false, "avoidBuggyIPs": true}), ""},
 		{"invalid range", class("public", `{"pool":"public"}`, 0), pool(map[string]any{"addresses": []any{"203.0.113.0/24", "nonsense"}, "autoAssign": false}),
 			`IPAddressPool metallb-system/public: spec.addresses[1] "nonsense": `},
 		{"named by an older class", class("newer", `{"pool":"shared"}`, 0), good, "IPAddressPool metallb-system/shared is already named by IPAddressClass older"},
@@ -70,5 +70,22 @@ func TestResolve(t *testing.T) {
 				t.Errorf("refusal = %q, want %q", got, tc.refusal)
 			}
 		})
+	}
+}
+
+// A pool that sets avoidBuggyIPs gives the driver its ranges without the
+// IPv4 addresses ending in .0 or .255, as MetalLB assigns them; IPv6 is
+// untouched.
+func TestResolveAvoidsBuggyIPs(t *testing.T) {
+	p := pool(map[string]any{"addresses": []any{"203.0.113.250-203.0.114.5", "198.51.100.0/31", "2001:db8::/120"}, "autoAssign": false, "avoidBuggyIPs": true})
+	public := class("public", `{"pool":"public"}`, 0)
+	c := Resolve(&public, nil, p, "metallb-system")
+	var got []string
+	for _, r := range c.Ranges.Ranges() {
+		got = append(got, r.String())
+	}
+	want := []string{"198.51.100.1-198.51.100.1", "203.0.113.250-203.0.113.254", "203.0.114.1-203.0.114.5", "2001:db8::-2001:db8::ff"}
+	if !slices.Equal(got, want) {
+		t.Errorf("ranges %q, want %q", got, want)
 	}
 }
