@@ -1,11 +1,13 @@
 package metallb
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -87,5 +89,19 @@ func TestResolveAvoidsBuggyIPs(t *testing.T) {
 	want := []string{"198.51.100.1-198.51.100.1", "203.0.113.250-203.0.113.254", "203.0.114.1-203.0.114.5", "2001:db8::-2001:db8::ff"}
 	if !slices.Equal(got, want) {
 		t.Errorf("ranges %q, want %q", got, want)
+	}
+}
+
+// Addresses are read as MetalLB reads them: an IPv4-mapped spelling is the
+// IPv4 address (a pin so spelt asks for it), a zoned one is none.
+func TestParseIPsAsMetalLB(t *testing.T) {
+	got := ParseIPs("::ffff:203.0.113.7, fe80::1%eth0, 2001:db8::1")
+	want := []netip.Addr{netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("2001:db8::1")}
+	if !slices.Equal(got, want) {
+		t.Errorf("ParseIPs = %v, want %v", got, want)
+	}
+	svc := &corev1.Service{Spec: corev1.ServiceSpec{LoadBalancerIP: "::ffff:198.51.100.1"}}
+	if got := RequestedIPs(svc); !slices.Equal(got, []netip.Addr{netip.MustParseAddr("198.51.100.1")}) {
+		t.Errorf("RequestedIPs = %v, want 198.51.100.1", got)
 	}
 }

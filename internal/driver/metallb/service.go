@@ -13,7 +13,7 @@ import (
 func IngressIPs(svc *corev1.Service) []netip.Addr {
 	var ips []netip.Addr
 	for _, in := range svc.Status.LoadBalancer.Ingress {
-		if ip, err := netip.ParseAddr(in.IP); err == nil {
+		if ip, ok := parseIP(in.IP); ok {
 			ips = append(ips, ip)
 		}
 	}
@@ -25,7 +25,7 @@ func IngressIPs(svc *corev1.Service) []netip.Addr {
 // spec.loadBalancerIP.
 func RequestedIPs(svc *corev1.Service) []netip.Addr {
 	ips := append(ParseIPs(svc.Annotations[AnnotationLoadBalancerIPs]), ParseIPs(svc.Annotations[LegacyLoadBalancerIPs])...)
-	if ip, err := netip.ParseAddr(svc.Spec.LoadBalancerIP); err == nil {
+	if ip, ok := parseIP(svc.Spec.LoadBalancerIP); ok {
 		ips = append(ips, ip)
 	}
 	slices.SortFunc(ips, netip.Addr.Compare)
@@ -43,11 +43,21 @@ func Holds(svc *corev1.Service, ip netip.Addr) bool {
 func ParseIPs(s string) []netip.Addr {
 	var ips []netip.Addr
 	for _, f := range strings.Split(s, ",") {
-		if ip, err := netip.ParseAddr(strings.TrimSpace(f)); err == nil {
+		if ip, ok := parseIP(strings.TrimSpace(f)); ok {
 			ips = append(ips, ip)
 		}
 	}
 	return ips
+}
+
+// parseIP reads an address as MetalLB does (net.ParseIP): an IPv4-mapped
+// IPv6 spelling is the IPv4 address, and a zone makes it no address.
+func parseIP(s string) (netip.Addr, bool) {
+	ip, err := netip.ParseAddr(s)
+	if err != nil || ip.Zone() != "" {
+		return netip.Addr{}, false
+	}
+	return ip.Unmap(), true
 }
 
 // FormatIPs is the inverse of ParseIPs: sorted, so one set of addresses
