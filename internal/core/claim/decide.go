@@ -352,7 +352,7 @@ func namedWait(claim *v1alpha1.IPAddressClaim, a *v1alpha1.IPAddress, class *v1a
 	switch {
 	case a == nil:
 		return fmt.Sprintf("waiting for IPAddress %s, which does not exist; spec.addressName names an IPAddress object, "+
-			"ip- followed by its IP with each . or : written as -", name)
+			"ip- followed by its IP with each . or : written as - and 0 appended to a trailing - (ip-2001-db8--0 for 2001:db8::)", name)
 	case a.Spec.ClassName != class.Name:
 		return fmt.Sprintf("IPAddress %s is of class %q, and the claim asks for class %q: it never binds it", name, a.Spec.ClassName, class.Name)
 	case !slices.Contains(families, string(binding.Family(a))):

@@ -690,7 +690,7 @@ func TestNamedWait(t *testing.T) {
 		want string
 	}{
 		{"1 no such address", nil, "waiting for IPAddress ip-203-0-113-7, which does not exist; spec.addressName names an IPAddress object, " +
-			"ip- followed by its IP with each . or : written as -"},
+			"ip- followed by its IP with each . or : written as - and 0 appended to a trailing - (ip-2001-db8--0 for 2001:db8::)"},
 		{"2 another class", ptrTo(newAddress("203.0.113.7", "private")),
 			`IPAddress ip-203-0-113-7 is of class "private", and the claim asks for class "public": it never binds it`},
 		{"3 another family", ptrTo(newAddress("2001:db8::7", "public")),

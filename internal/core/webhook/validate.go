@@ -79,7 +79,7 @@ func ValidateClaimAddressName(spec *v1alpha1.IPAddressClaimSpec, fldPath *field.
 	}
 	ip, ok := v1alpha1.IPOfAddressName(name)
 	if !ok {
-		detail := "no IPAddress has this name: an IPAddress is named ip- followed by its IP with '.' and ':' replaced by '-' (ip-203-0-113-7, ip-2001-db8--7)"
+		detail := "no IPAddress has this name: an IPAddress is named ip- followed by its IP with '.' and ':' replaced by '-', and 0 appended to a trailing '-' (ip-203-0-113-7, ip-2001-db8--7, ip-2001-db8--0 for 2001:db8::)"
 		if addr, err := netip.ParseAddr(name); err == nil {
 			if derived, err := v1alpha1.IPAddressName(addr.Unmap().WithZone("").String()); err == nil {
 				detail = fmt.Sprintf("is an IP, not the name of an IPAddress; the IPAddress of %s is named %s", addr.Unmap().WithZone(""), derived)

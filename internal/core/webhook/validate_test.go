@@ -103,7 +103,7 @@ func TestValidateClaimAddressName(t *testing.T) {
 	invalid := func(v, detail string) field.ErrorList {
 		return field.ErrorList{field.Invalid(specPath.Child("addressName"), v, detail)}
 	}
-	const naming = "no IPAddress has this name: an IPAddress is named ip- followed by its IP with '.' and ':' replaced by '-' (ip-203-0-113-7, ip-2001-db8--7)"
+	const naming = "no IPAddress has this name: an IPAddress is named ip- followed by its IP with '.' and ':' replaced by '-', and 0 appended to a trailing '-' (ip-203-0-113-7, ip-2001-db8--7, ip-2001-db8--0 for 2001:db8::)"
 	for _, tc := range []struct {
 		name  string
 		claim *v1alpha1.IPAddressClaim
