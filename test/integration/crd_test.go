@@ -145,6 +145,25 @@ func TestCRD_RejectsInvalidObjects(t *testing.T) {
 			why:   "addressName pre-binds one address and needs a single-family claim",
 		},
 		{
+			name: "a bound claim re-targeted (without the webhook the core would release its address)",
+			write: func() error {
+				c := e.newClaim("bound", class)
+				if err := k8s.Create(e.ctx, c); err != nil {
+					return err
+				}
+				c.Status.Phase = v1alpha1.ClaimBound
+				c.Status.Addresses = []v1alpha1.ClaimedAddress{{Name: existing.Name, Address: existing.Spec.Address}}
+				if err := k8s.Status().Update(e.ctx, c); err != nil {
+					return err
+				}
+				c.Spec.Family = v1alpha1.IPv6
+				return k8s.Update(e.ctx, c)
+			},
+			field: "spec.family: Forbidden",
+			path:  "spec.family",
+			why:   "cannot change once the claim is bound; delete and recreate the claim to move it",
+		},
+		{
 			name: "class with a negative spec.releaseDelay (it would recycle every Released address at once)",
 			write: func() error {
 				return k8s.Create(e.ctx, newClass(e.class("negative"), func(c *v1alpha1.IPAddressClass) {
@@ -218,4 +237,26 @@ func TestCRD_AcceptsCanonicalIPv6(t *testing.T) {
 	claim := e.newClaim("defaulted", class, family(""))
 	e.create(claim)
 	e.g.Expect(claim.Spec.Family).To(Equal(v1alpha1.IPv4), "family defaults to IPv4")
+}
+
+// The rule freezing a bound claim's request leaves everything else of it,
+// and a claim not bound, free to change.
+func TestCRD_BoundClaimKeepsItsRequestOnly(t *testing.T) {
+	e := newEnv(t)
+	class := e.class("a")
+	pending := e.newClaim("pending", class)
+	e.create(pending)
+	pending.Spec.Family = v1alpha1.IPv6
+	e.g.Expect(k8s.Update(e.ctx, pending)).To(Succeed(), "a claim holding nothing may be re-targeted")
+
+	bound := e.newClaim("bound", class)
+	e.create(bound)
+	bound.Status.Phase = v1alpha1.ClaimBound
+	bound.Status.Addresses = []v1alpha1.ClaimedAddress{{Name: nameOf(e.v4(1)), Address: e.v4(1)}}
+	e.g.Expect(k8s.Status().Update(e.ctx, bound)).To(Succeed())
+	bound.Labels = map[string]string{"app": "web"}
+	bound.Spec.Family = v1alpha1.IPv4
+	e.g.Expect(k8s.Update(e.ctx, bound)).To(Succeed(), "labels change, and spelling out the family is no change")
+	bound.Status.Phase = v1alpha1.ClaimLost
+	e.g.Expect(k8s.Status().Update(e.ctx, bound)).To(Succeed(), "the status is the core's to write")
 }
