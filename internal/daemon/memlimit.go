@@ -20,8 +20,15 @@ const (
 	reservedBytes = 64 << 20
 )
 
-// cgroupMemoryMax is where cgroup v2 publishes the container's limit.
-const cgroupMemoryMax = "/sys/fs/cgroup/memory.max"
+// Where cgroup v2, and else v1, publish the container's limit.
+const (
+	cgroupMemoryMax   = "/sys/fs/cgroup/memory.max"
+	cgroupV1MemoryMax = "/sys/fs/cgroup/memory/memory.limit_in_bytes"
+)
+
+// cgroupV1Unlimited: cgroup v1 reports no limit as the largest page-aligned
+// int64; anything this large is no limit.
+const cgroupV1Unlimited = 1 << 62
 
 // limitMemory sets the Go runtime's soft memory limit from the container's
 // limit (GoMemoryLimit), unless GOMEMLIMIT says otherwise or there is no
@@ -33,15 +40,18 @@ func limitMemory() (limit int64, ok bool) {
 	}
 	data, err := os.ReadFile(cgroupMemoryMax)
 	if err != nil {
-		return 0, false
+		if data, err = os.ReadFile(cgroupV1MemoryMax); err != nil {
+			return 0, false
+		}
 	}
 	return applyLimit(string(data))
 }
 
-// applyLimit sets the soft limit from memory.max's content ("max": none).
+// applyLimit sets the soft limit from memory.max's content ("max": none)
+// or memory.limit_in_bytes's (a huge number: none).
 func applyLimit(memoryMax string) (int64, bool) {
 	n, err := strconv.ParseInt(strings.TrimSpace(memoryMax), 10, 64)
-	if err != nil || n <= 0 {
+	if err != nil || n <= 0 || n >= cgroupV1Unlimited {
 		return 0, false
 	}
 	limit := GoMemoryLimit(n)

@@ -17,6 +17,7 @@ func TestApplyLimit(t *testing.T) {
 		{"1073741824\n", 966367642, true}, // 1Gi: 90%
 		{"67108864\n", 33554432, true},    // 64Mi: half
 		{"max\n", 0, false},
+		{"9223372036854771712\n", 0, false}, // cgroup v1's "no limit"
 		{"", 0, false},
 	} {
 		got, ok := applyLimit(tc.in)

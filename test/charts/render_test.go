@@ -38,6 +38,7 @@ func TestBadValuesNameTheField(t *testing.T) {
 	}{
 		{"1 a misspelt value", coreChart, "certManager.enable=true", "at '/certManager': additional properties 'enable' not allowed"},
 		{"2 no certificate source", coreChart, "certManager.enabled=false", "webhook.certSecretName is required when certManager.enabled is false"},
+		{"2 a certificate but no CA to verify it", coreChart, "certManager.enabled=false,webhook.certSecretName=webhook-tls", "webhook.caBundle is required when certManager.enabled is false"},
 		{"3 cert-manager installed but not used", coreChart, "certManager.install=true,certManager.enabled=false", "certManager.install needs certManager.enabled"},
 		{"4 negative replicas", coreChart, "replicas=-1", "at '/replicas'"},
 		{"4 no replica of the core, whose webhooks fail closed", coreChart, "replicas=0", "at '/replicas'"},

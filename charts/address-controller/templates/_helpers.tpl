@@ -38,6 +38,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- printf "%s-webhook-tls" (include "address-controller.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
 {{- required "webhook.certSecretName is required when certManager.enabled is false" .Values.webhook.certSecretName -}}
+{{- $_ := required "webhook.caBundle is required when certManager.enabled is false: the API server verifies the webhooks' certificate with it" .Values.webhook.caBundle -}}
 {{- end -}}
 {{- end -}}
 
