@@ -163,11 +163,7 @@ func (i *inventory) Collect(ch chan<- prometheus.Metric) {
 	}
 	_ = cachetrim.Each(ctx, i.reader, &v1alpha1.IPAddressClass{}, &v1alpha1.IPAddressClassList{}, func(c *v1alpha1.IPAddressClass) {
 		for desc, t := range map[*prometheus.Desc]string{exhaustedDesc: v1alpha1.ConditionExhausted, nearlyExhaustedDesc: v1alpha1.ConditionNearlyExhausted} {
-			v := 0.0
-			if meta.IsStatusConditionTrue(c.Status.Conditions, t) {
-				v = 1
-			}
-			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, c.Name)
+			ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, running(c, t), c.Name)
 		}
 	})
 	type nsKey struct{ namespace, class string }
@@ -185,4 +181,14 @@ func (i *inventory) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(namespaceDesc, prometheus.GaugeValue, float64(n), k.namespace, k.class)
 		}
 	}
+}
+
+// running is 1 when class reports condition t (Exhausted, NearlyExhausted)
+// and takes claims still: a class being deleted takes none, and its
+// status is no longer kept, so its last condition would alert for good.
+func running(class *v1alpha1.IPAddressClass, t string) float64 {
+	if class.DeletionTimestamp == nil && meta.IsStatusConditionTrue(class.Status.Conditions, t) {
+		return 1
+	}
+	return 0
 }

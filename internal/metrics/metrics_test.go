@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/cozystack/address-controller/api/v1alpha1"
 )
 
 // TestObserveQuota: a key taken out of a quota loses its series; the
@@ -30,4 +32,21 @@ func TestObserveQuota(t *testing.T) {
 		}
 	}
 	ForgetQuota("t", "q")
+}
+
+// A class being deleted takes no claims and its status is no longer kept:
+// its last Exhausted condition does not keep the alert firing.
+func TestRunningExhaustion(t *testing.T) {
+	exhausted := &v1alpha1.IPAddressClass{Status: v1alpha1.IPAddressClassStatus{Conditions: []metav1.Condition{
+		{Type: v1alpha1.ConditionExhausted, Status: metav1.ConditionTrue}}}}
+	if got := running(exhausted, v1alpha1.ConditionExhausted); got != 1 {
+		t.Errorf("exhausted class: %v, want 1", got)
+	}
+	if got := running(exhausted, v1alpha1.ConditionNearlyExhausted); got != 0 {
+		t.Errorf("no NearlyExhausted condition: %v, want 0", got)
+	}
+	exhausted.DeletionTimestamp = &metav1.Time{}
+	if got := running(exhausted, v1alpha1.ConditionExhausted); got != 0 {
+		t.Errorf("class being deleted: %v, want 0", got)
+	}
 }

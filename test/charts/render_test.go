@@ -476,6 +476,8 @@ func TestPrometheusRule(t *testing.T) {
 		"IPAddressClaimsWaiting":        "address_controller_claims_waiting",
 		"IPAddressQuotaFull":            "address_controller_quota_used_addresses",
 		"IPAddressClaimLost":            "address_controller_claims",
+		"IPAddressConflict":             "address_controller_addresses",
+		"IPAddressLost":                 "address_controller_addresses",
 	} {
 		if !strings.Contains(alerts[alert], metric) {
 			t.Errorf("alert %s: expr %q does not read %s", alert, alerts[alert], metric)
@@ -493,6 +495,7 @@ var seriesLabels = map[string][]string{
 	"address_controller_class_nearly_exhausted": {"class"},
 	"address_controller_claims_waiting":         {"namespace", "class", "reason"},
 	"address_controller_claims":                 {"phase", "class"},
+	"address_controller_addresses":              {"phase", "class"},
 	"address_controller_quota_used_addresses":   {"namespace", "quota", "resource"},
 	"address_controller_quota_hard_addresses":   {"namespace", "quota", "resource"},
 }
