@@ -608,7 +608,8 @@ func (r *Reconciler) execute(ctx context.Context, claim *v1alpha1.IPAddressClaim
 			return fmt.Errorf("writing the claim status: %w", err)
 		}
 		r.versions.Wrote(client.ObjectKeyFromObject(updated), updated.ResourceVersion)
-		if p.boundNow {
+		if p.boundNow && claim.Status.Phase != v1alpha1.ClaimLost {
+			// A Lost claim bound again is no first binding.
 			metrics.ObserveTimeToBound(updated.Status.ClassName, r.Now().Sub(claim.CreationTimestamp.Time))
 		}
 		claim = updated
