@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -118,6 +119,16 @@ func (r *Reconciler) all(ctx context.Context, _ client.Object) []reconcile.Reque
 	return reqs
 }
 
+// forget drops what the driver keeps of a class that is gone or not its
+// own: its series, and when it was last counted and written.
+func (r *Reconciler) forget(class string) {
+	deleteMetrics(class)
+	r.mu.Lock()
+	delete(r.counted, class)
+	delete(r.written, class)
+	r.mu.Unlock()
+}
+
 // Reconcile judges one class and writes its status.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	c, shared, err := r.Classes.Class(ctx, req.Name)
@@ -125,11 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	if shared == nil || shared.Spec.Provisioner != metallb.Provisioner {
-		deleteMetrics(req.Name)
-		r.mu.Lock()
-		delete(r.counted, req.Name)
-		delete(r.written, req.Name)
-		r.mu.Unlock()
+		r.forget(req.Name)
 		return reconcile.Result{}, nil
 	}
 	class := shared.DeepCopy()
@@ -146,8 +153,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{RequeueAfter: requeue}, nil
 	}
 	class.Status = p.status
-	if err := r.Client.Status().Update(ctx, class); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+	if err := r.Client.Status().Update(ctx, class); apierrors.IsNotFound(err) {
+		// Gone since the cache showed it: its delete event may have come
+		// first, and found nothing to forget.
+		r.forget(class.Name)
+		return reconcile.Result{}, nil
+	} else if err != nil {
+		return reconcile.Result{}, err
 	}
 	r.mu.Lock()
 	r.written[class.Name] = now
