@@ -86,7 +86,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if pruned := quota.Prune(&rq, charges, addrs.Items, func(uid types.UID) bool { return live[uid] }); pruned != nil {
+	pruned := quota.Prune(&rq, charges, addrs.Items, func(uid types.UID) bool { return live[uid] })
+	if settledLive(charges, pruned, live) {
+		// A live claim's charge dropped as settled by its addresses: the
+		// API server's list confirms it. A cache still showing an address
+		// the claim has lost (another manager's, lagging) must not free
+		// the place the claim was granted in its stead.
+		var fresh v1alpha1.IPAddressList
+		if err := r.APIReader.List(ctx, &fresh, client.MatchingFields{"spec.claimRef.namespace": rq.Namespace}); err != nil {
+			return reconcile.Result{}, err
+		}
+		pruned = quota.Prune(&rq, charges, fresh.Items, func(uid types.UID) bool { return live[uid] })
+	}
+	if pruned != nil {
 		charges = pruned
 		if err := lock.Patch(ctx, r.Client, &rq, func() { setCharges(&rq, pruned) }); err != nil {
 			return retry.OnConflict(err)
@@ -95,6 +107,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	used := quota.Usage(&rq, addrs.Items, charges)
 	metrics.ObserveQuota(&rq, used)
 	return retry.OnConflict(r.writeUsage(ctx, &rq, used))
+}
+
+// settledLive reports whether pruned drops the charge of a claim that is
+// live: one its addresses settle, rather than one of a claim gone.
+func settledLive(charges, pruned quota.Charges, live map[types.UID]bool) bool {
+	if pruned == nil {
+		return false
+	}
+	for uid := range charges {
+		if _, kept := pruned[uid]; !kept && live[uid] {
+			return true
+		}
+	}
+	return false
 }
 
 // liveClaims are the UIDs of the claims the charges name that exist: from
