@@ -51,8 +51,8 @@ func ValidateAddressCreate(a *v1alpha1.IPAddress, fldPath *field.Path) field.Err
 }
 
 // ValidatePreBinding refuses an address created pre-bound (spec.claimRef)
-// to a claim that does not exist, or to another claim of the name than the
-// UID it gives: the core would reclaim it at once — delete it under
+// to a claim that does not exist or is being deleted, or to another claim
+// of the name than the UID it gives: the core would reclaim it at once — delete it under
 // reclaimPolicy Delete, and with it a reservation the address recorded. The
 // claim comes first; the address pre-bound to it after. claim is the claim
 // the reference names, nil when there is none. fldPath is the spec's path.
@@ -68,6 +68,9 @@ func ValidatePreBinding(ref *v1alpha1.ClaimReference, claim *v1alpha1.IPAddressC
 	case ref.UID != "" && ref.UID != claim.UID:
 		return field.ErrorList{field.Invalid(fldPath.Child("claimRef", "uid"), ref.UID,
 			fmt.Sprintf("IPAddressClaim %s has UID %s; leave uid empty, the core completes it", key, claim.UID))}
+	case claim.DeletionTimestamp != nil:
+		return field.ErrorList{field.Invalid(fldPath.Child("claimRef"), key,
+			"IPAddressClaim "+key+" is being deleted; an address pre-bound to it would be reclaimed as soon as it goes")}
 	}
 	return nil
 }

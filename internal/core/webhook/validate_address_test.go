@@ -268,6 +268,8 @@ func TestValidatePreBinding(t *testing.T) {
 	ref := func(uid types.UID) *v1alpha1.ClaimReference {
 		return &v1alpha1.ClaimReference{Namespace: "tenant", Name: "web", UID: uid}
 	}
+	deleting := claim.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{}
 	for _, tc := range []struct {
 		name  string
 		ref   *v1alpha1.ClaimReference
@@ -281,6 +283,9 @@ func TestValidatePreBinding(t *testing.T) {
 			"IPAddressClaim tenant/web does not exist; create the claim first, then the address pre-bound to it (an address bound to no claim is reclaimed)")}},
 		{"5 pre-bound with an earlier claim's UID", ref("uid-old"), claim, field.ErrorList{field.Invalid(spec.Child("claimRef", "uid"), types.UID("uid-old"),
 			"IPAddressClaim tenant/web has UID uid-web; leave uid empty, the core completes it")}},
+		{"6 pre-bound to a claim being deleted (a driver's create racing an auto-claim's deletion)", ref("uid-web"), deleting,
+			field.ErrorList{field.Invalid(spec.Child("claimRef"), "tenant/web",
+				"IPAddressClaim tenant/web is being deleted; an address pre-bound to it would be reclaimed as soon as it goes")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkErrors(t, ValidatePreBinding(tc.ref, tc.claim, spec), tc.want)
