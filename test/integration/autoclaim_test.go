@@ -519,6 +519,19 @@ func TestAutoClaim_10_FamilyDerivation(t *testing.T) {
 	}
 }
 
+// A Service made dual-stack while its claim holds no address yet gets a
+// Dual claim: the claim's one address would never be attached to it.
+func TestAutoClaim_10_PendingClaimFollowsTheServiceFamily(t *testing.T) {
+	e := newEnv(t)
+	class := e.class("a")
+	e.createClass(class) // no address: the claim waits
+	startManager(t)
+	svc := e.createService("web", svcClass(class))
+	e.autoClaimed("web", class, v1alpha1.IPv4)
+	e.update(svc, func() { svcFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol)(svc) })
+	e.eventually(func(g Gomega) { e.expectAutoClaimed(g, "web", class, v1alpha1.Dual) })
+}
+
 // Deleting the Service garbage-collects its claim, and the claim takes its
 // address with it although the class and the address say Retain.
 func TestAutoClaim_10_ServiceDeletionCollectsClaimAndAddresses(t *testing.T) {

@@ -99,7 +99,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	s.classes = classes.Items
 	p := decide(s)
-	if p.retarget != "" {
+	if p.retarget != nil {
 		// The claim's status lags its driver's first address: one that
 		// carries the claim's UID already fixes its class.
 		var addrs v1alpha1.IPAddressList
@@ -136,11 +136,11 @@ func (r *Reconciler) execute(ctx context.Context, svc *corev1.Service, claim *v1
 		}
 		metrics.AutoClaimCreated(p.create.Spec.ClassName)
 	}
-	if p.retarget != "" && claim != nil {
+	if p.retarget != nil && claim != nil {
 		// Conditional on the version read: a claim that changed meanwhile
 		// (bound, say) is judged again.
-		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"spec":{"className":%q}}`,
-			claim.ResourceVersion, p.retarget))
+		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"spec":{"className":%q,"family":%q}}`,
+			claim.ResourceVersion, p.retarget.ClassName, p.retarget.Family))
 		if err := r.Client.Patch(ctx, claim.DeepCopy(), patch); err != nil {
 			return fmt.Errorf("re-targeting the claim: %w", err)
 		}

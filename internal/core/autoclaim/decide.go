@@ -29,9 +29,9 @@ type snapshot struct {
 type plan struct {
 	create *v1alpha1.IPAddressClaim
 	remove *v1alpha1.IPAddressClaim
-	// retarget is the class the Service's own claim, holding no address
-	// yet, is to ask for instead.
-	retarget string
+	// retarget is what the Service's own claim, holding no address yet,
+	// is to ask for instead: a class and a family.
+	retarget *v1alpha1.IPAddressClaimSpec
 	// annotate names the claim to write into the Service's annotation.
 	annotate string
 	events   []recorder.Event
@@ -91,17 +91,33 @@ func waitingOwn(s snapshot) bool {
 }
 
 // follow re-targets the Service's own claim, which holds no address yet, at
-// the class auto-claim names for the Service now: its ip-address-class
-// annotation corrected (a class that does not exist left the claim waiting
-// for good), or the auto-claim mark moved to another class. Once the claim
-// holds an address its class is fixed, as any claim's.
+// the class auto-claim names for the Service now and the family it has
+// now: its ip-address-class annotation corrected (a class that does not
+// exist left the claim waiting for good), the auto-claim mark moved to
+// another class, or the Service made dual-stack (its claim's one address
+// would never be attached to it). Once the claim holds an address its
+// class and family are fixed, as any claim's.
 func follow(s snapshot) plan {
 	class, ok, _ := autoClaimClass(s.service, s.classes)
-	if !ok || class == s.claim.Spec.ClassName {
+	if !ok {
 		return plan{}
 	}
-	return plan{retarget: class, events: []recorder.Event{recorder.Normal(s.service, v1alpha1.ReasonAutoClaimed,
-		"IPAddressClaim %s, created for this Service and holding no address yet, now asks for class %q instead of %q", s.claim.Name, class, s.claim.Spec.ClassName)}}
+	was := s.claim.Spec
+	now := v1alpha1.IPAddressClaimSpec{ClassName: class, Family: family(s.service)}
+	if now.ClassName == was.ClassName && now.Family == orIPv4(was.Family) {
+		return plan{}
+	}
+	return plan{retarget: &now, events: []recorder.Event{recorder.Normal(s.service, v1alpha1.ReasonAutoClaimed,
+		"IPAddressClaim %s, created for this Service and holding no address yet, now asks for %s of class %q instead of %s of class %q",
+		s.claim.Name, now.Family, now.ClassName, orIPv4(was.Family), was.ClassName)}}
+}
+
+// orIPv4 is f, or IPv4 for a family left empty (its default).
+func orIPv4(f v1alpha1.IPFamily) v1alpha1.IPFamily {
+	if f == "" {
+		return v1alpha1.IPv4
+	}
+	return f
 }
 
 // ownSources are the backends' annotations that, on s's Service, say it

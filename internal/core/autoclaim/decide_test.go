@@ -40,7 +40,10 @@ type outcome struct {
 }
 
 func summarize(p plan) outcome {
-	o := outcome{annotate: p.annotate, retarget: p.retarget}
+	o := outcome{annotate: p.annotate}
+	if r := p.retarget; r != nil {
+		o.retarget = r.ClassName + " " + string(r.Family)
+	}
 	if p.remove != nil {
 		o.remove = p.remove.Name
 	}
@@ -125,10 +128,16 @@ func TestDecide(t *testing.T) {
 		{"10-5 ...nor adopted", newService(), public, forged(newClaim(newService(), "public")), outcome{events: []string{"Warning ClaimNotAdopted"}}},
 		{"10-5 the Service's own claim, holding no address yet, follows the class its annotation names now",
 			newService(annotated(v1alpha1.AnnotationIPAddressClaim, "web"), annotated(v1alpha1.AnnotationIPAddressClass, "private")), public,
-			newClaim(newService(), "public"), outcome{retarget: "private", events: []string{"Normal AutoClaimed"}}},
+			newClaim(newService(), "public"), outcome{retarget: "private IPv4", events: []string{"Normal AutoClaimed"}}},
 		{"10-5 ...or the auto-claim mark moved to another class",
 			newService(annotated(v1alpha1.AnnotationIPAddressClaim, "web")), public, newClaim(newService(), "typo"),
-			outcome{retarget: "public", events: []string{"Normal AutoClaimed"}}},
+			outcome{retarget: "public IPv4", events: []string{"Normal AutoClaimed"}}},
+		{"10-5 ...or the Service made dual-stack: the claim asks for both families",
+			newService(annotated(v1alpha1.AnnotationIPAddressClaim, "web"), func(s *corev1.Service) {
+				s.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
+				s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
+			}), public, newClaim(newService(), "public"),
+			outcome{retarget: "public Dual", events: []string{"Normal AutoClaimed"}}},
 		{"10-5 ...but not once it holds an address",
 			newService(annotated(v1alpha1.AnnotationIPAddressClaim, "web"), annotated(v1alpha1.AnnotationIPAddressClass, "private")), public,
 			holdsAddress(newClaim(newService(), "public"), "192.0.2.9"), outcome{}},
