@@ -62,6 +62,17 @@ func TestLine_4_7_OldestWaitingClaimFirst(t *testing.T) {
 			}
 		})
 	}
+
+	// The claims left move up as the line moves, and as a claim ahead of
+	// them leaves it without binding, which changes no address.
+	place := func(g Gomega, name, ordinal string) {
+		cond := meta.FindStatusCondition(e.getClaim(g, name).Status.Conditions, v1alpha1.ConditionBound)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Message).To(HavePrefix(ordinal + " waiting for IPv4 in class " + class))
+	}
+	e.eventually(func(g Gomega) { place(g, "c", "1st"); place(g, "b", "2nd"); place(g, "a", "3rd") })
+	e.delete(e.getClaimNow("c"))
+	e.eventually(func(g Gomega) { place(g, "b", "1st"); place(g, "a", "2nd") }, "the claims behind the one gone move up")
 }
 
 // getClaimNow reads a claim once.

@@ -51,11 +51,25 @@ func waitingChanged() handler.TypedEventHandler[*v1alpha1.IPAddressClaim, reconc
 			if !slices.Equal(before, after) {
 				enqueue(before, q)
 				enqueue(after, q)
+				left(slices.DeleteFunc(slices.Clone(before), func(k string) bool { return slices.Contains(after, k) }), q)
 			}
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*v1alpha1.IPAddressClaim], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			enqueue(index.LineKeys(e.Object), q)
+			left(index.LineKeys(e.Object), q)
 		},
+	}
+}
+
+// leftLine marks a request for a line a claim left: the claims near its
+// front moved up a place, which their Bound condition gives.
+const leftLine = "left"
+
+// left enqueues, for each line of keys, a request to tell the claims near
+// its front their new places.
+func left(keys []string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	for _, k := range keys {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: leftLine, Name: k}})
 	}
 }
 
@@ -81,6 +95,22 @@ func becameAvailable() handler.TypedEventHandler[*v1alpha1.IPAddress, reconcile.
 }
 
 func (m *matcher) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if req.Namespace == leftLine {
+		if m.line == nil {
+			return reconcile.Result{}, nil
+		}
+		// Only in a line with nothing left to bind, and only the places
+		// given exactly: where addresses are free, the front binds, and
+		// that is the request without the mark.
+		if available, err := m.available(ctx, req.Name); err != nil || available > 0 {
+			return reconcile.Result{}, err
+		}
+		claims, _, err := m.fromLine(ctx, req.Name, exactPlaces)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{}, m.wakeAll(ctx, claims)
+	}
 	if m.line != nil && m.line.Len(req.Name) > 0 {
 		available, err := m.available(ctx, req.Name)
 		if err != nil || available == 0 {
