@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -53,7 +54,8 @@ func CountAddresses(addrs []v1alpha1.IPAddress) []v1alpha1.FamilyAddresses {
 // still to provision. The driver counts every address of its range as
 // allocated, its class's Available ones too: those are left to bind, a
 // recycled one as much as a never-used one. known is false when neither
-// count says anything of f.
+// count says anything of f, and when a driver serves the class (it reports
+// Ready) without counting a range of f.
 func Left(class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) (left, total int64, known bool) {
 	for _, c := range class.Status.Addresses {
 		if c.Family == f {
@@ -63,6 +65,12 @@ func Left(class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) (left, total int6
 	if free, size, ok := DriverCapacity(class, f); ok {
 		sum := saturatingAdd(left, free)
 		return sum, max(size, sum), true
+	}
+	if meta.FindStatusCondition(class.Status.Conditions, v1alpha1.ConditionReady) != nil {
+		// A driver serves the class (it reports Ready) and counts no range
+		// of f: it provisions on demand, and its Bound addresses say
+		// nothing of what it has left.
+		return left, total, false
 	}
 	return left, total, known
 }

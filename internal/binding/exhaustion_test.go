@@ -46,6 +46,11 @@ func TestExhaustionConditions(t *testing.T) {
 			class([]v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv4, Total: 4, Allocated: 4}},
 				[]v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 4, Bound: 3, Available: 1}}),
 			metav1.ConditionFalse, metav1.ConditionFalse, "", ""},
+		{"5b a driver serving the class (Ready) that counts no range, all its addresses Bound: it provisions on demand, nothing is known",
+			&v1alpha1.IPAddressClass{Status: v1alpha1.IPAddressClassStatus{
+				Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue}},
+				Addresses:  []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 3, Bound: 3}}}},
+			metav1.ConditionFalse, metav1.ConditionFalse, "", ""},
 		{"6 a /64 the driver counts capped at the largest int64, some bound: far from the threshold",
 			class([]v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv6, Total: math.MaxInt64, Allocated: 3, Available: math.MaxInt64}},
 				[]v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv6, Total: 3, Bound: 3}}),
