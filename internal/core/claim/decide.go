@@ -383,8 +383,27 @@ func whyWaiting(s snapshot, class *v1alpha1.IPAddressClass, families []string) w
 			return waiting{v1alpha1.ReasonClassExhausted, fmt.Sprintf("%s: no %s address is left to bind", standing(pl.ahead, f, class.Name), f)}
 		}
 	}
-	return waiting{v1alpha1.ReasonWaitingForProvisioning, fmt.Sprintf("waiting for provisioner %s to provision %s in class %q",
-		class.Spec.Provisioner, strings.Join(families, " and "), class.Name)}
+	msg := fmt.Sprintf("waiting for provisioner %s to provision %s in class %q", class.Spec.Provisioner, strings.Join(families, " and "), class.Name)
+	if uncounted := rangeless(class, families); len(uncounted) > 0 {
+		msg += fmt.Sprintf(", whose range it counts has no %s address (status.capacity): one is provisioned once the range has one", strings.Join(uncounted, " or "))
+	}
+	return waiting{v1alpha1.ReasonWaitingForProvisioning, msg}
+}
+
+// rangeless are the families of families that class's driver counts no
+// range of while it counts one of another: a pool of one family asked for
+// the other, which nothing provisions until an administrator adds a range.
+func rangeless(class *v1alpha1.IPAddressClass, families []string) []string {
+	if len(class.Status.Capacity) == 0 {
+		return nil
+	}
+	var out []string
+	for _, f := range families {
+		if _, _, ok := binding.DriverCapacity(class, v1alpha1.IPFamily(f)); !ok {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // outOfAddresses reports whether a claim at place pl waits because its

@@ -2,6 +2,7 @@ package claim
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -709,3 +710,20 @@ func TestNamedWait(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// A claim asking a class for a family its driver counts no range of (an
+// IPv4 pool, a Dual claim) is told that nothing is provisioned until the
+// range has one.
+func TestWhyWaitingForARangeless(t *testing.T) {
+	class := newClass("public", func(c *v1alpha1.IPAddressClass) {
+		c.Status.Capacity = []v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv4, Total: 16, Available: 10}}
+	})
+	w := whyWaiting(snapshot{}, &class, []string{"IPv6"})
+	want := `waiting for provisioner ` + class.Spec.Provisioner + ` to provision IPv6 in class "public", whose range it counts has no IPv6 address (status.capacity): one is provisioned once the range has one`
+	if w.reason != v1alpha1.ReasonWaitingForProvisioning || w.message != want {
+		t.Errorf("%s: %q, want %q", w.reason, w.message, want)
+	}
+	if w := whyWaiting(snapshot{}, &class, []string{"IPv4"}); strings.Contains(w.message, "range") {
+		t.Errorf("a family the range has: %q", w.message)
+	}
+}
