@@ -41,6 +41,10 @@ func run() error {
 	if err := core.ValidateSkipLabels(opts.SkipLabels); err != nil {
 		return fmt.Errorf("--auto-claim-skip-labels: %w", err)
 	}
+	if p := opts.NearlyExhaustedPercent; p < 1 || p > 99 {
+		// 0 would never warn, 100 or more always.
+		return fmt.Errorf("--nearly-exhausted-percent: %d is not between 1 and 99", p)
+	}
 
 	mgr, err := flags.NewManager(core.CacheOptions(opts), client.Options{}, func(o *manager.Options) {
 		o.WebhookServer = ctrlwebhook.NewServer(ctrlwebhook.Options{Host: set.webhookHost, Port: set.webhookPort, CertDir: set.certDir})
