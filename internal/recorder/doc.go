@@ -4,7 +4,7 @@
 // transitions from status where status can tell; for conditions that
 // persist without a status of their own (a refused pre-binding, a class
 // held by addresses) an Event marked Once suppresses a repeat of the last
-// message recorded for the same object and reason. Record also keeps the
-// events API from merging a new message into an earlier event of the same
-// object and reason, which would drop it.
+// message recorded for the same object and reason, for half an hour. Each
+// event's action carries a digest of its message, so that the events API
+// never merges a new message into an earlier event of the same reason.
 package recorder

@@ -12,10 +12,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// seriesWindow is how long the events API's broadcaster merges an event
-// into an earlier one of the same object, reason and action: it keeps the
-// earlier note and only counts the later. Its own window is 6 minutes.
-const seriesWindow = 7 * time.Minute
+// onceWindow is how long a Once event's repeat stays suppressed: shorter
+// than the API server's event TTL (an hour by default), so that a
+// condition that persists is told again after its event expired.
+const onceWindow = 30 * time.Minute
 
 // maxRemembered bounds the memory of recorded messages; past it the memory
 // starts over, which costs at most one repeated event per object.
@@ -64,11 +64,11 @@ type key struct {
 	reason string
 }
 
-// recorded is the last message recorded for an object and reason, under
-// which action, and when.
+// recorded is the last message of a Once event recorded for an object and
+// reason, and when.
 type recorded struct {
-	message, action string
-	at              time.Time
+	message string
+	at      time.Time
 }
 
 // Recorder records events through the events.k8s.io API.
@@ -85,50 +85,49 @@ func New(r events.EventRecorder) *Recorder {
 }
 
 // Record records e, unless e.Once and it repeats the last message recorded
-// for the same object and reason.
+// for the same object and reason within onceWindow.
+//
+// The event's action is its reason and a digest of its message. The
+// events API merges an event into an earlier one of the same object,
+// reason and action for several minutes and keeps only the earlier note;
+// with the message in the action, only repeats of one message merge (as
+// a count), and a new message — a dual-stack claim's second address
+// attached, a pool refused for another reason — is an event of its own.
 func (r *Recorder) Record(e Event) {
-	action, ok := r.remember(e)
-	if !ok {
+	if !r.remember(e) {
 		return
 	}
-	r.events.Eventf(e.Regarding, nil, e.Type, e.Reason, action, "%s", e.Message)
+	r.events.Eventf(e.Regarding, nil, e.Type, e.Reason, action(e.Reason, e.Message), "%s", e.Message)
 }
 
-// remember notes e as recorded and says under which action, or that e is a
-// Once event repeating itself. The action is the reason, unless another
-// message of the same object and reason was recorded within the
-// broadcaster's series window: that one would swallow e's message (a
-// dual-stack claim's second address attached, a pool refused for a new
-// reason), so e's action then carries a digest of its message. A repeat
-// keeps the action of the message it repeats.
-func (r *Recorder) remember(e Event) (string, bool) {
-	k := key{uid: e.Regarding.GetUID(), reason: e.Reason}
+// action is the action an event of reason and message is recorded under.
+func action(reason, message string) string {
+	h := fnv.New32a()
+	h.Write([]byte(message))
+	return fmt.Sprintf("%s-%08x", reason, h.Sum32())
+}
+
+// remember notes e and reports whether to record it: false for a Once
+// event repeating the last message of its object and reason within
+// onceWindow. Events that end reasons (Ends) forget them.
+func (r *Recorder) remember(e Event) bool {
+	uid := e.Regarding.GetUID()
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	prev, seen := r.last[k]
-	if e.Once && seen && prev.message == e.Message {
-		return "", false
-	}
 	for _, reason := range e.Ends {
-		if ended, ok := r.last[key{uid: k.uid, reason: reason}]; ok {
-			// Forgotten for Once; the broadcaster may still merge.
-			r.last[key{uid: k.uid, reason: reason}] = recorded{action: ended.action, at: ended.at}
-		}
+		delete(r.last, key{uid: uid, reason: reason})
 	}
-	action := e.Reason
-	switch {
-	case !seen || now.Sub(prev.at) > seriesWindow:
-	case prev.message == e.Message:
-		action = prev.action
-	default:
-		h := fnv.New32a()
-		h.Write([]byte(e.Message))
-		action = fmt.Sprintf("%s-%08x", e.Reason, h.Sum32())
+	if !e.Once {
+		return true
+	}
+	k := key{uid: uid, reason: e.Reason}
+	if prev, ok := r.last[k]; ok && prev.message == e.Message && now.Sub(prev.at) < onceWindow {
+		return false
 	}
 	if len(r.last) >= maxRemembered {
 		r.last = map[key]recorded{}
 	}
-	r.last[k] = recorded{message: e.Message, action: action, at: now}
-	return action, true
+	r.last[k] = recorded{message: e.Message, at: now}
+	return true
 }

@@ -46,28 +46,41 @@ func (a *actions) Eventf(_ runtime.Object, _ runtime.Object, _, _, action, note 
 }
 
 // The events API merges an event into an earlier one of the same object,
-// reason and action for minutes, keeping the earlier note: a second
-// message of the same reason gets an action of its own, a repeat of the
-// same message does not, and past the window the reason is the action
-// again.
+// reason and action for minutes, keeping the earlier note: events of one
+// reason with different messages get different actions, repeats of one
+// message the same.
 func TestAnotherMessageIsNotMerged(t *testing.T) {
+	var got actions
+	r := New(&got)
+	obj := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "u1"}}
+	r.Record(Normal(obj, "Associated", "192.0.2.1 is attached to Service web"))
+	r.Record(Normal(obj, "Associated", "2001:db8::1 is attached to Service web"))
+	r.Record(Normal(obj, "Associated", "2001:db8::1 is attached to Service web"))
+	want := []string{
+		"Associated-7a214f38 192.0.2.1 is attached to Service web",
+		"Associated-bbb25d4d 2001:db8::1 is attached to Service web",
+		"Associated-bbb25d4d 2001:db8::1 is attached to Service web",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("recorded\n%q\nwant\n%q", got, want)
+	}
+}
+
+// A persisting warning is told again once its window has passed, before
+// the API server's event TTL has removed the first.
+func TestOnceLapses(t *testing.T) {
 	var got actions
 	now := time.Unix(0, 0)
 	r := New(&got)
 	r.now = func() time.Time { return now }
 	obj := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "u1"}}
-	r.Record(Normal(obj, "Associated", "192.0.2.1 is attached to Service web"))
-	r.Record(Normal(obj, "Associated", "2001:db8::1 is attached to Service web"))
-	r.Record(Normal(obj, "Associated", "2001:db8::1 is attached to Service web"))
-	now = now.Add(seriesWindow + time.Second)
-	r.Record(Normal(obj, "Associated", "192.0.2.1 is attached to Service api"))
-	want := []string{
-		"Associated 192.0.2.1 is attached to Service web",
-		"Associated-bbb25d4d 2001:db8::1 is attached to Service web",
-		"Associated-bbb25d4d 2001:db8::1 is attached to Service web",
-		"Associated 192.0.2.1 is attached to Service api",
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("recorded\n%q\nwant\n%q", got, want)
+	warn := WarningOnce(obj, "ClaimInUse", "attached to Service b")
+	r.Record(warn)
+	now = now.Add(onceWindow - time.Second)
+	r.Record(warn)
+	now = now.Add(2 * time.Second)
+	r.Record(warn)
+	if len(got) != 2 {
+		t.Errorf("recorded %q, want the warning twice", got)
 	}
 }
