@@ -55,7 +55,7 @@ func CountAddresses(addrs []v1alpha1.IPAddress) []v1alpha1.FamilyAddresses {
 // allocated, its class's Available ones too: those are left to bind, a
 // recycled one as much as a never-used one. known is false when neither
 // count says anything of f, and when a driver serves the class (it reports
-// Ready) without counting a range of f.
+// Ready) without counting any range.
 func Left(class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) (left, total int64, known bool) {
 	for _, c := range class.Status.Addresses {
 		if c.Family == f {
@@ -66,10 +66,11 @@ func Left(class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) (left, total int6
 		sum := saturatingAdd(left, free)
 		return sum, max(size, sum), true
 	}
-	if meta.FindStatusCondition(class.Status.Conditions, v1alpha1.ConditionReady) != nil {
+	if len(class.Status.Capacity) == 0 && meta.FindStatusCondition(class.Status.Conditions, v1alpha1.ConditionReady) != nil {
 		// A driver serves the class (it reports Ready) and counts no range
-		// of f: it provisions on demand, and its Bound addresses say
-		// nothing of what it has left.
+		// at all: it provisions on demand, and its Bound addresses say
+		// nothing of what it has left. One counting a range of the other
+		// family only has none of f to provision.
 		return left, total, false
 	}
 	return left, total, known
@@ -78,7 +79,7 @@ func Left(class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) (left, total int6
 // saturatingAdd is a+b for counts, capped at the largest int64: a driver
 // caps its count of a large IPv6 range there already.
 func saturatingAdd(a, b int64) int64 {
-	if a > math.MaxInt64-b {
+	if b > 0 && a > math.MaxInt64-b {
 		return math.MaxInt64
 	}
 	return a + b

@@ -51,6 +51,12 @@ func TestExhaustionConditions(t *testing.T) {
 				Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue}},
 				Addresses:  []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 3, Bound: 3}}}},
 			metav1.ConditionFalse, metav1.ConditionFalse, "", ""},
+		{"5c ...but one counting a range of the other family only has none of this one: its addresses decide",
+			&v1alpha1.IPAddressClass{Status: v1alpha1.IPAddressClassStatus{
+				Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue}},
+				Capacity:   []v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv4, Total: 16, Available: 8}},
+				Addresses:  []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv6, Total: 2, Bound: 2}}}},
+			metav1.ConditionTrue, metav1.ConditionTrue, "no IPv6 address is left to bind or provision", ""},
 		{"6 a /64 the driver counts capped at the largest int64, some bound: far from the threshold",
 			class([]v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv6, Total: math.MaxInt64, Allocated: 3, Available: math.MaxInt64}},
 				[]v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv6, Total: 3, Bound: 3}}),

@@ -51,26 +51,45 @@ func waitingChanged() handler.TypedEventHandler[*v1alpha1.IPAddressClaim, reconc
 			if !slices.Equal(before, after) {
 				enqueue(before, q)
 				enqueue(after, q)
-				left(slices.DeleteFunc(slices.Clone(before), func(k string) bool { return slices.Contains(after, k) }), q)
+				// Left or entered: a claim entering at its creation time
+				// (its quota raised, re-targeted here) may go ahead of others.
+				moved(symmetricDifference(before, after), q)
 			}
 		},
 		DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[*v1alpha1.IPAddressClaim], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			enqueue(index.LineKeys(e.Object), q)
-			left(index.LineKeys(e.Object), q)
+			moved(index.LineKeys(e.Object), q)
 		},
 	}
 }
 
-// leftLine marks a request for a line a claim left: the claims near its
-// front moved up a place, which their Bound condition gives.
-const leftLine = "left"
+// movedLine marks a request for a line a claim left or entered: the
+// claims near its front may have changed places, which their Bound
+// condition gives.
+const movedLine = "moved"
 
-// left enqueues, for each line of keys, a request to tell the claims near
-// its front their new places.
-func left(keys []string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+// moved enqueues, for each line of keys, a request to tell the claims near
+// its front their places.
+func moved(keys []string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	for _, k := range keys {
-		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: leftLine, Name: k}})
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: movedLine, Name: k}})
 	}
+}
+
+// symmetricDifference are the keys in one of a and b only.
+func symmetricDifference(a, b []string) []string {
+	var out []string
+	for _, k := range a {
+		if !slices.Contains(b, k) {
+			out = append(out, k)
+		}
+	}
+	for _, k := range b {
+		if !slices.Contains(a, k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // becameAvailable enqueues an address's pool when the address becomes
@@ -95,7 +114,7 @@ func becameAvailable() handler.TypedEventHandler[*v1alpha1.IPAddress, reconcile.
 }
 
 func (m *matcher) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	if req.Namespace == leftLine {
+	if req.Namespace == movedLine {
 		if m.line == nil {
 			return reconcile.Result{}, nil
 		}
