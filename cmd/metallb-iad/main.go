@@ -35,6 +35,10 @@ func run() error {
 	daemon.Usage(fs, os.Args[0], "metallb-iad: the driver of IPAddressClasses whose provisioner is metallb.drivers.local.sdn.cozystack.io.\n"+
 		"It allocates addresses from MetalLB IPAddressPools, holds them in MetalLB's books, and pins them to the Services that name their claims.")
 	flag.Parse()
+	if opts.CapacityInterval <= 0 {
+		// No periodic count would catch a pool address another Service takes.
+		return fmt.Errorf("--capacity-interval: %v is not a positive duration", opts.CapacityInterval)
+	}
 
 	mgr, err := flags.NewManager(driver.CacheOptions(opts), driver.ClientOptions())
 	if err != nil {

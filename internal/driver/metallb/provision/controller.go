@@ -326,6 +326,9 @@ func (r *Reconciler) gather(ctx context.Context, s *snapshot) (recheck time.Dura
 		return 0, err
 	}
 	for f, c := range r.claims[s.claim.UID] {
+		if now.Sub(c.at) >= inflightTTL {
+			continue // expired; dropped with the next refresh of the list
+		}
 		if !s.has[f] {
 			s.has[f] = true
 			if left := inflightTTL - now.Sub(c.at); recheck == 0 || left < recheck {
