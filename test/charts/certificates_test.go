@@ -43,8 +43,8 @@ import (
 // server dials, the webhook Service's; and the API server, calling the
 // chart's webhook Service with it, reaches the core's webhooks serving the
 // Certificate's Secret. cert-manager's issuing controller cannot be built
-// here, so the test writes the Certificate's Secret as its selfSigned issuer
-// would.
+// here, so the test writes the Certificate's Secret as the chart's CA issuer
+// would: a serving certificate, and the CA that signed it as ca.crt.
 func TestWebhookCertificateChain(t *testing.T) {
 	g := NewWithT(t)
 	helmBinary(t)
@@ -58,16 +58,16 @@ func TestWebhookCertificateChain(t *testing.T) {
 		g.Expect(c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner("test-charts"))).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
 	}
 
-	// The stand-in for cert-manager's controller and selfSigned issuer.
+	// The stand-in for cert-manager's controller and the chart's CA issuer.
 	cert := find(t, objs, "Certificate", coreChart+"-serving-cert")
 	dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
 	secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
-	certPEM, keyPEM := selfSigned(t, dnsNames)
+	caPEM, certPEM, keyPEM := issuedByCA(t, dnsNames)
 	g.Expect(c.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: coreNS, Name: secretName,
 			Annotations: map[string]string{"cert-manager.io/certificate-name": cert.GetName()}},
 		Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, "ca.crt": certPEM},
+		Data: map[string][]byte{corev1.TLSCertKey: certPEM, corev1.TLSPrivateKeyKey: keyPEM, "ca.crt": caPEM},
 	})).To(Succeed())
 
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
@@ -203,21 +203,34 @@ func hostIPv4(t *testing.T) string {
 	return ""
 }
 
-// selfSigned returns a self-signed serving certificate for dnsNames and its
-// key, PEM-encoded, as cert-manager's selfSigned issuer makes one.
-func selfSigned(t *testing.T, dnsNames []string) (certPEM, keyPEM []byte) {
+// issuedByCA is a CA and a serving certificate for dnsNames it signed, with
+// the serving certificate's key, all PEM.
+func issuedByCA(t *testing.T, dnsNames []string) (caPEM, certPEM, keyPEM []byte) {
 	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "address-controller webhook CA"},
+		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, IsCA: true, BasicConstraintsValid: true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{}, DNSNames: dnsNames,
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{}, DNSNames: dnsNames,
 		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		BasicConstraintsValid: true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caTmpl, &key.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +238,9 @@ func selfSigned(t *testing.T, dnsNames []string) (certPEM, keyPEM []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}),
+		pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }
 
 // decodePEM returns the DER of the one PEM block in data.

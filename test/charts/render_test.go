@@ -549,3 +549,30 @@ func parenthesised(s string) string {
 	}
 	return s[start:]
 }
+
+// The serving certificate is issued by a CA of the chart's own, which keeps
+// its key across renewals: what cainjector injects (the serving Secret's
+// ca.crt, the CA) outlives the serving certificate's renewals, so the
+// webhooks stay reachable while the replicas reload a renewed certificate.
+func TestServingCertificateFromAStableCA(t *testing.T) {
+	objs := render(t, coreChart, coreNS)
+	serving := find(t, objs, "Certificate", coreChart+"-serving-cert")
+	issuerName, _, _ := unstructured.NestedString(serving.Object, "spec", "issuerRef", "name")
+	caSecret, _, _ := unstructured.NestedString(find(t, objs, "Issuer", issuerName).Object, "spec", "ca", "secretName")
+	var ca *unstructured.Unstructured
+	for _, o := range objs {
+		if name, _, _ := unstructured.NestedString(o.Object, "spec", "secretName"); o.GetKind() == "Certificate" && name == caSecret && caSecret != "" {
+			ca = o
+		}
+	}
+	if ca == nil {
+		t.Fatalf("no Certificate writes %q, the Secret of the serving certificate's Issuer %s", caSecret, issuerName)
+	}
+	isCA, _, _ := unstructured.NestedBool(ca.Object, "spec", "isCA")
+	rotation, _, _ := unstructured.NestedString(ca.Object, "spec", "privateKey", "rotationPolicy")
+	caIssuer, _, _ := unstructured.NestedString(ca.Object, "spec", "issuerRef", "name")
+	selfSigned, found, _ := unstructured.NestedMap(find(t, objs, "Issuer", caIssuer).Object, "spec", "selfSigned")
+	if !isCA || rotation != "Never" || !found || selfSigned == nil {
+		t.Errorf("CA Certificate %s: isCA %v, rotationPolicy %q, issuer %s self-signed %v", ca.GetName(), isCA, rotation, caIssuer, found)
+	}
+}
