@@ -528,7 +528,9 @@ func TestAutoClaim_10_PendingClaimFollowsTheServiceFamily(t *testing.T) {
 	startManager(t)
 	svc := e.createService("web", svcClass(class))
 	e.autoClaimed("web", class, v1alpha1.IPv4)
-	e.update(svc, func() { svcFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol)(svc) })
+	e.update(svc, func() {
+		svcFamilies(corev1.IPFamilyPolicyRequireDualStack, corev1.IPv4Protocol, corev1.IPv6Protocol)(svc)
+	})
 	e.eventually(func(g Gomega) { e.expectAutoClaimed(g, "web", class, v1alpha1.Dual) })
 }
 
