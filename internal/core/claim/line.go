@@ -78,8 +78,17 @@ func (r *Reconciler) placeInBook(ctx context.Context, claim *v1alpha1.IPAddressC
 		}
 		pl.available = min(len(addrs.Items), pl.ahead+1)
 	}
-	if pl.served() || pl.available == 0 {
+	switch {
+	case pl.served():
 		return pl, nil
+	case pl.available == 0 && pl.ahead >= exactPlaces:
+		return pl, nil
+	case pl.available == 0:
+		// Nothing to bind, but the place is given exactly: the cache
+		// confirms those the book files ahead.
+		ahead, err := r.stillWaiting(ctx, key, mine, exactPlaces)
+		pl.ahead = ahead
+		return pl, err
 	}
 	ahead, err := r.stillWaiting(ctx, key, mine, pl.available)
 	pl.ahead = ahead

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -68,11 +69,15 @@ func waitingChanged() handler.TypedEventHandler[*v1alpha1.IPAddressClaim, reconc
 // condition gives.
 const movedLine = "moved"
 
+// movedDelay lets the line's book, fed by a handler of its own, file the
+// move before the claims near the front read their places from it.
+const movedDelay = 250 * time.Millisecond
+
 // moved enqueues, for each line of keys, a request to tell the claims near
 // its front their places.
 func moved(keys []string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	for _, k := range keys {
-		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: movedLine, Name: k}})
+		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: movedLine, Name: k}}, movedDelay)
 	}
 }
 
