@@ -519,6 +519,33 @@ func TestAutoClaim_10_FamilyDerivation(t *testing.T) {
 	}
 }
 
+// An auto-claim holding its address stays with its Service while the
+// Service lives: turned ClusterIP with its annotation removed in the same
+// edit, the Service keeps its claim (named on it again) and the address.
+func TestAutoClaim_10_BoundClaimOutlivesTypeChange(t *testing.T) {
+	e := newEnv(t)
+	class := e.class("a")
+	e.createClass(class)
+	addr := e.createAddress(e.v4(1), class)
+	startManager(t)
+	svc := e.createService("web", svcClass(class))
+	e.autoClaimed("web", class, v1alpha1.IPv4)
+	e.claimBoundTo("web", addr.Name)
+	e.update(svc, func() {
+		delete(svc.Annotations, v1alpha1.AnnotationIPAddressClaim)
+		svc.Spec.Type = corev1.ServiceTypeClusterIP
+		svc.Spec.Ports[0].NodePort = 0
+	})
+	e.consistently(3*time.Second, func(g Gomega) {
+		c := e.getClaim(g, "web")
+		g.Expect(c.DeletionTimestamp).To(BeNil(), "the claim is not withdrawn")
+		g.Expect(e.getAddress(g, addr.Name).Spec.ClaimRef).NotTo(BeNil())
+	})
+	e.eventually(func(g Gomega) {
+		g.Expect(e.getService(g, "web").Annotations).To(HaveKeyWithValue(v1alpha1.AnnotationIPAddressClaim, "web"))
+	}, "the claim is named on the Service again")
+}
+
 // A Service made dual-stack while its claim holds no address yet gets a
 // Dual claim: the claim's one address would never be attached to it.
 func TestAutoClaim_10_PendingClaimFollowsTheServiceFamily(t *testing.T) {

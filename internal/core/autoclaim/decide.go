@@ -55,6 +55,12 @@ func decide(s snapshot) plan {
 			return plan{} // withdrawn already: its deletion is under way
 		}
 		if why := excluded(svc, ownSources(s)); why != "" && why != hasAddress {
+			if len(s.claim.Status.Addresses) > 0 && svc.Annotations[v1alpha1.AnnotationAutoClaim] != "false" {
+				// Its addresses are the Service's until the Service goes or
+				// opts out: turned ClusterIP, say, it keeps them reserved
+				// for when it is a LoadBalancer again.
+				return plan{annotate: svc.Name}
+			}
 			return plan{remove: s.claim, events: []recorder.Event{recorder.Normal(svc, v1alpha1.ReasonAutoClaimWithdrawn,
 				"deleted IPAddressClaim %s, created for this Service, which no longer qualifies for auto-claim: %s", s.claim.Name, why)}}
 		}
