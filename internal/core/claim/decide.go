@@ -599,6 +599,13 @@ func (p *plan) setStatus(s snapshot, bound []v1alpha1.IPAddress, res *resolution
 		status.Phase = v1alpha1.ClaimLost
 		cond.Reason = v1alpha1.ReasonLost
 		cond.Message = lostMessage(claim, bound, lost, wait)
+	case allHeld:
+		// Never bound, every family held, one Lost (a pre-binding accepted
+		// of an address its provisioner no longer holds): it waits for
+		// that address, whatever else the pass resolved.
+		status.Phase = v1alpha1.ClaimPending
+		cond.Reason = v1alpha1.ReasonWaitingForAddress
+		cond.Message = fmt.Sprintf("waiting for IPAddress %s, which its provisioner no longer holds (Lost), to be held again", strings.Join(lost, " and "))
 	default:
 		status.Phase = v1alpha1.ClaimPending
 		cond.Reason, cond.Message = pendingReason(res, wait)

@@ -217,6 +217,22 @@ func TestDecide(t *testing.T) {
 				events: []string{"Warning Lost"}},
 		},
 		{
+			name:      "4-8 a claim never bound whose every family is held, one address Lost: Pending, waiting for that address",
+			claim:     newClaim("web", withStatusClass("public")),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", boundTo(claim), inPhase(v1alpha1.AddressLost))},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want: outcome{phase: v1alpha1.ClaimPending, className: "public", addresses: []string{"ip-203-0-113-7"},
+				bound: v1alpha1.ReasonWaitingForAddress},
+		},
+		{
+			name:      "4-8 ...and so when its class is recorded in this pass (an empty reason would be refused by the API server)",
+			claim:     newClaim("web"),
+			addresses: []v1alpha1.IPAddress{newAddress("203.0.113.7", "public", boundTo(claim), inPhase(v1alpha1.AddressLost))},
+			classes:   []v1alpha1.IPAddressClass{public},
+			want: outcome{phase: v1alpha1.ClaimPending, className: "public", addresses: []string{"ip-203-0-113-7"},
+				classResolved: v1alpha1.ReasonResolved, bound: v1alpha1.ReasonWaitingForAddress},
+		},
+		{
 			name:    "4-6 spec.className wins over status.className and the default",
 			claim:   newClaim("web", withClass("private"), withStatusClass("public")),
 			classes: []v1alpha1.IPAddressClass{public, private},
