@@ -183,7 +183,7 @@ func FuzzDecide(f *testing.F) {
 				t.Fatalf("a deleted claim's pass binds %s", b.Name)
 			}
 			written[b.Name] = true
-			if errs := webhook.ValidateAddressUpdate(&before, b, coreUser, principals, field.NewPath("spec")); len(errs) != 0 {
+			if errs := webhook.ValidateAddressUpdate(&before, b, nil, coreUser, principals, field.NewPath("spec")); len(errs) != 0 {
 				t.Fatalf("binding %s is refused admission: %v", b.Name, errs)
 			}
 			rest := b.DeepCopy()

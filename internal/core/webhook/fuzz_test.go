@@ -60,13 +60,13 @@ func FuzzValidateAddressUpdate(f *testing.F) {
 		}
 		statusChanged := !equality.Semantic.DeepEqual(oldAddr.Status, newAddr.Status)
 		for _, u := range []authenticationv1.UserInfo{core, driver, admin, tenant} {
-			checkPaths(t, ValidateAddressUpdate(oldAddr, newAddr, u, principals, specPath), "spec")
+			checkPaths(t, ValidateAddressUpdate(oldAddr, newAddr, nil, u, principals, specPath), "spec")
 			statusErrs := ValidateAddressStatusUpdate(oldAddr, newAddr, u, principals, statusPath)
 			checkPaths(t, statusErrs, "status")
 			if u.Username == tenant.Username && statusChanged && len(statusErrs) == 0 {
 				t.Errorf("a tenant's status change passed: %+v -> %+v", oldAddr.Status, newAddr.Status)
 			}
-			if errs := ValidateAddressUpdate(oldAddr, oldAddr.DeepCopy(), u, principals, specPath); len(errs) != 0 {
+			if errs := ValidateAddressUpdate(oldAddr, oldAddr.DeepCopy(), nil, u, principals, specPath); len(errs) != 0 {
 				t.Errorf("%s: an unchanged spec was refused: %v", u.Username, errs)
 			}
 			if errs := ValidateAddressStatusUpdate(oldAddr, oldAddr.DeepCopy(), u, principals, statusPath); len(errs) != 0 {

@@ -207,7 +207,16 @@ func (h handlers) validateAddress(ctx context.Context, req admission.Request) ad
 	}
 	errs = append(errs, ValidateDriverFinalizers(old.Finalizers, a.Finalizers, req.UserInfo, h.principals, nil)...)
 	errs = append(errs, ValidateFlagAnnotations(old.Annotations, a.Annotations, AddressFlags, nil)...)
-	return respond(req, append(errs, ValidateAddressUpdate(&old, &a, req.UserInfo, h.principals, field.NewPath("spec"))...))
+	var holder *v1alpha1.IPAddressClaim
+	if ref := old.Spec.ClaimRef; ref != nil && ref.UID != "" && a.Spec.ClaimRef == nil {
+		// A binding cleared: by an admin only when no live claim holds it.
+		claim, err := h.claimOf(ctx, ref)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		holder = Holder(ref, claim)
+	}
+	return respond(req, append(errs, ValidateAddressUpdate(&old, &a, holder, req.UserInfo, h.principals, field.NewPath("spec"))...))
 }
 
 // admitQuota refuses a claim that the address quotas of its namespace

@@ -19,9 +19,9 @@ const (
 		"a driver or an administrator pre-binds one only by creating the address with claimRef set"
 	msgCompleteUID = "only the address-controller core completes a pre-binding's uid, when it accepts the binding"
 	msgClearBind   = "only an administrator or the address-controller core clears a binding"
-	// msgClearLive takes the phase and the claim's namespace and name.
-	msgClearLive = "an administrator clears a binding only on a Released address, and this one is %s: " +
-		"to release it, delete IPAddressClaim %s/%s (its addresses' reclaimPolicy then applies)"
+	// msgClearLive takes the claim's namespace, name and uid.
+	msgClearLive = "IPAddressClaim %[1]s/%[2]s (uid %[3]s) holds this address, and an administrator clears only a binding whose claim is gone: " +
+		"to release it, delete IPAddressClaim %[1]s/%[2]s (its addresses' reclaimPolicy then applies)"
 	msgRepoint = "re-pointing a binding to another claim is never allowed; clear it first"
 
 	msgCorePhase   = "only the address-controller core moves an address between Pending, Available, Bound and Released"
@@ -79,28 +79,41 @@ func ValidatePreBinding(ref *v1alpha1.ClaimReference, claim *v1alpha1.IPAddressC
 // hands §3 gives them. address, className and source never change: the IP
 // names the object and the class and source say who holds the reservation.
 // claimRef is the only record of a binding, so u may write it only as its
-// owner would. reclaimPolicy is anybody's with write access. fldPath is the
-// spec's path.
-func ValidateAddressUpdate(oldAddr, newAddr *v1alpha1.IPAddress, u authenticationv1.UserInfo, p Principals, fldPath *field.Path) field.ErrorList {
+// owner would. reclaimPolicy is anybody's with write access. holder is the
+// claim the old claimRef's uid names when it exists and is not being
+// deleted, nil otherwise. fldPath is the spec's path.
+func ValidateAddressUpdate(oldAddr, newAddr *v1alpha1.IPAddress, holder *v1alpha1.IPAddressClaim, u authenticationv1.UserInfo, p Principals, fldPath *field.Path) field.ErrorList {
 	o, n := &oldAddr.Spec, &newAddr.Spec
 	var errs field.ErrorList
 	errs = append(errs, apimachineryvalidation.ValidateImmutableField(n.Address, o.Address, fldPath.Child("address"))...)
 	errs = append(errs, apimachineryvalidation.ValidateImmutableField(n.ClassName, o.ClassName, fldPath.Child("className"))...)
 	errs = append(errs, apimachineryvalidation.ValidateImmutableField(n.Source, o.Source, fldPath.Child("source"))...)
-	return append(errs, validateClaimRefUpdate(o.ClaimRef, n.ClaimRef, oldAddr.Status.Phase, u, p, fldPath.Child("claimRef"))...)
+	return append(errs, validateClaimRefUpdate(o.ClaimRef, n.ClaimRef, oldAddr.Status.Phase, holder != nil, u, p, fldPath.Child("claimRef"))...)
+}
+
+// Holder is claim when it is the live claim ref's uid names: the one whose
+// binding an admin may not clear. nil otherwise.
+func Holder(ref *v1alpha1.ClaimReference, claim *v1alpha1.IPAddressClaim) *v1alpha1.IPAddressClaim {
+	if ref == nil || ref.UID == "" || claim == nil || claim.UID != ref.UID || claim.DeletionTimestamp != nil {
+		return nil
+	}
+	return claim
 }
 
 // validateClaimRefUpdate: the core sets a binding when it matches and
 // completes the uid of a pre-binding when it accepts it; the core
 // (releaseDelay) clears one, and so does an admin recycling a Released
 // address or withdrawing a pre-binding no claim has accepted. An admin
-// never clears a live binding (phase is the address's): the claim would
-// lose its address, and its Service the address, without reclaim running.
+// never clears a binding a live claim holds (held: its uid names one), in
+// whatever phase — a claim taking a Released address back holds it before
+// the phase says Bound: the claim would lose its address, and its Service
+// the address, without reclaim running. A binding whose claim is gone is
+// the admin's to clear, Lost or Conflict too.
 // Drivers and admins bind only by creating an address pre-bound, which is
 // not an update. Nobody re-points a binding in place, for the same reason —
 // but the core, which binds a Released address to another claim of the same
 // namespace when its class keeps it there (keepReleasedInNamespace).
-func validateClaimRefUpdate(o, n *v1alpha1.ClaimReference, phase v1alpha1.AddressPhase, u authenticationv1.UserInfo, p Principals, fldPath *field.Path) field.ErrorList {
+func validateClaimRefUpdate(o, n *v1alpha1.ClaimReference, phase v1alpha1.AddressPhase, held bool, u authenticationv1.UserInfo, p Principals, fldPath *field.Path) field.ErrorList {
 	switch {
 	case o == nil && n == nil:
 		return nil
@@ -108,8 +121,8 @@ func validateClaimRefUpdate(o, n *v1alpha1.ClaimReference, phase v1alpha1.Addres
 		return forbiddenUnless(p.IsCore(u), fldPath, msgBind)
 	case n == nil && p.IsCore(u):
 		return nil
-	case n == nil && p.IsAdmin(u) && phase != v1alpha1.AddressReleased && o.UID != "":
-		return field.ErrorList{field.Forbidden(fldPath, fmt.Sprintf(msgClearLive, phaseOrNone(phase), o.Namespace, o.Name))}
+	case n == nil && p.IsAdmin(u) && held:
+		return field.ErrorList{field.Forbidden(fldPath, fmt.Sprintf(msgClearLive, o.Namespace, o.Name, o.UID))}
 	case n == nil:
 		return forbiddenUnless(p.IsAdmin(u), fldPath, msgClearBind)
 	case rebinds(o, n, phase) && p.IsCore(u):
@@ -170,13 +183,6 @@ func validatePhaseUpdate(o, n v1alpha1.AddressPhase, u authenticationv1.UserInfo
 	default:
 		return forbiddenUnless(p.IsCore(u), fldPath, msgCorePhase)
 	}
-}
-
-func phaseOrNone(ph v1alpha1.AddressPhase) string {
-	if ph == "" {
-		return "not yet judged by the core"
-	}
-	return string(ph)
 }
 
 func driverPhase(ph v1alpha1.AddressPhase) bool {

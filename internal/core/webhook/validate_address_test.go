@@ -144,12 +144,6 @@ func TestValidateAddressUpdate(t *testing.T) {
 		{"an admin can clear a binding", admin, newAddress(bound, addrPhase(v1alpha1.AddressReleased)), newAddress(addrPhase(v1alpha1.AddressReleased)), nil},
 		{"a member of a listed admin group can clear a pre-binding",
 			authenticationv1.UserInfo{Username: "oidc:root", Groups: []string{"cozystack-cluster-admin"}}, newAddress(preBound), newAddress(), nil},
-		{"an admin cannot clear a Bound address's binding", admin, newAddress(bound, addrPhase(v1alpha1.AddressBound)), newAddress(addrPhase(v1alpha1.AddressBound)),
-			field.ErrorList{field.Forbidden(claimRef, fmt.Sprintf(msgClearLive, "Bound", "tenant", "web"))}},
-		{"an admin cannot clear a Lost address's binding", admin, newAddress(bound, addrPhase(v1alpha1.AddressLost)), newAddress(addrPhase(v1alpha1.AddressLost)),
-			field.ErrorList{field.Forbidden(claimRef, fmt.Sprintf(msgClearLive, "Lost", "tenant", "web"))}},
-		{"an admin cannot clear the binding of an address the core has not judged", admin, newAddress(bound), newAddress(),
-			field.ErrorList{field.Forbidden(claimRef, fmt.Sprintf(msgClearLive, "not yet judged by the core", "tenant", "web"))}},
 		{"the core can clear a Bound address's binding", core, newAddress(bound, addrPhase(v1alpha1.AddressBound)), newAddress(addrPhase(v1alpha1.AddressBound)), nil},
 		{"a driver cannot clear a binding", driver, newAddress(bound), newAddress(), unbind},
 		{"a tenant cannot clear a binding", tenant, newAddress(bound), newAddress(), unbind},
@@ -173,7 +167,7 @@ func TestValidateAddressUpdate(t *testing.T) {
 			field.ErrorList{field.Invalid(specPath.Child("address"), "203.0.113.8", "field is immutable"), repoint[0]}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			checkErrors(t, ValidateAddressUpdate(tc.old, tc.new, tc.u, principals, specPath), tc.want)
+			checkErrors(t, ValidateAddressUpdate(tc.old, tc.new, nil, tc.u, principals, specPath), tc.want)
 		})
 	}
 }
@@ -262,6 +256,46 @@ func TestValidateAddressStatusUpdate(t *testing.T) {
 
 // TestValidatePreBinding: an address is created pre-bound only to a claim
 // that exists, and with its UID or none.
+// An admin clears a binding only when no live claim holds it (its uid
+// names one), whatever the phase says: a claim taking a Released address
+// back holds it before its phase is Bound, and a Lost address whose claim
+// is gone is the admin's to recycle.
+func TestValidateAddressUpdateClearsOnlyUnheldBindings(t *testing.T) {
+	claimRef := specPath.Child("claimRef")
+	bound := boundTo("tenant", "web", "uid-web")
+	web := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web", UID: "uid-web"}}
+	live := field.ErrorList{field.Forbidden(claimRef, fmt.Sprintf(msgClearLive, "tenant", "web", "uid-web"))}
+	for _, tc := range []struct {
+		name   string
+		phase  v1alpha1.AddressPhase
+		holder *v1alpha1.IPAddressClaim
+		want   field.ErrorList
+	}{
+		{"Bound, its claim live", v1alpha1.AddressBound, web, live},
+		{"Lost, its claim live", v1alpha1.AddressLost, web, live},
+		{"not yet judged by the core, its claim live", "", web, live},
+		{"Released, taken back by a claim a moment ago", v1alpha1.AddressReleased, web, live},
+		{"Released, its claim gone", v1alpha1.AddressReleased, nil, nil},
+		{"Lost, its claim gone", v1alpha1.AddressLost, nil, nil},
+		{"Conflict, its claim gone", v1alpha1.AddressConflict, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkErrors(t, ValidateAddressUpdate(newAddress(bound, addrPhase(tc.phase)), newAddress(addrPhase(tc.phase)), tc.holder, admin, principals, specPath), tc.want)
+		})
+	}
+	ref := newAddress(bound).Spec.ClaimRef
+	deleting := web.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{}
+	for _, c := range []*v1alpha1.IPAddressClaim{nil, deleting, {ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web", UID: "uid-web-2"}}} {
+		if Holder(ref, c) != nil {
+			t.Errorf("Holder(%v) is not nil: a claim gone, being deleted or of another uid holds nothing", c)
+		}
+	}
+	if Holder(ref, web) != web {
+		t.Error("the live claim of the uid holds the binding")
+	}
+}
+
 func TestValidatePreBinding(t *testing.T) {
 	spec := field.NewPath("spec")
 	claim := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web", UID: "uid-web"}}
