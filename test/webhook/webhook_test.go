@@ -247,6 +247,11 @@ func TestWebhooks(t *testing.T) {
 		}).Should(MatchError(`admission webhook "default.ipaddressclaims.local.sdn.cozystack.io" denied the request: exceeded quota: ResourceQuota addresses limits public.ipaddressclass.local.sdn.cozystack.io/addresses in namespace full to 0; 0 are in use and the claim needs 1 more`))
 		err := w.tenant.Create(ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "full", Name: "web"}})
 		g.Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		// An administrator adopting an address makes the claim naming it
+		// first: the address pre-bound to it needs no room, and the
+		// binder's charge alone judges the claim.
+		g.Expect(w.admin.Create(ctx, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "full", Name: "adopt"},
+			Spec: v1alpha1.IPAddressClaimSpec{AddressName: "ip-203-0-113-77"}}, client.DryRunAll)).To(Succeed())
 	})
 
 	t.Run("a claim whose addressName no address can have is refused on the field, at creation and on a re-target", func(t *testing.T) {

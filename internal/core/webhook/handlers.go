@@ -89,6 +89,9 @@ func (h handlers) defaultClaim(ctx context.Context, req admission.Request) admis
 		// the core's reconciler, as the warning says; any other now.
 		ProtectClaim(&claim, classes.Items)
 	}
+	// A claim naming its address is how an administrator adopts one (the
+	// claim first, then the address pre-bound to it, which needs no room):
+	// only the binder's charge judges it.
 	switch denial, err := h.admitQuota(ctx, &claim); {
 	case err != nil:
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -222,6 +225,9 @@ func (h handlers) validateAddress(ctx context.Context, req admission.Request) ad
 // admitQuota refuses a claim that the address quotas of its namespace
 // already have no room for (quota.Admit), from the cache.
 func (h handlers) admitQuota(ctx context.Context, claim *v1alpha1.IPAddressClaim) (string, error) {
+	if claim.Spec.AddressName != "" {
+		return "", nil
+	}
 	if claim.Spec.ClassName == "" {
 		return "", nil
 	}
