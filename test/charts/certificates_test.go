@@ -38,7 +38,8 @@ import (
 
 // The core chart's webhook certificate chain, end to end: cert-manager's
 // cainjector (bin/cainjector, cert-manager's own reconcilers) fills the
-// chart's webhook configurations through its cert-manager.io/inject-ca-from;
+// chart's webhook configurations through its cert-manager.io/inject-ca-from
+// (the chart's CA Certificate);
 // what it injects verifies the serving certificate under the name the API
 // server dials, the webhook Service's; and the API server, calling the
 // chart's webhook Service with it, reaches the core's webhooks serving the
@@ -63,6 +64,15 @@ func TestWebhookCertificateChain(t *testing.T) {
 	dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
 	secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
 	caPEM, certPEM, keyPEM := issuedByCA(t, dnsNames)
+	ca := find(t, objs, "Certificate", coreChart+"-ca")
+	caSecret, _, _ := unstructured.NestedString(ca.Object, "spec", "secretName")
+	g.Expect(c.Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: coreNS, Name: caSecret,
+			Annotations: map[string]string{"cert-manager.io/certificate-name": ca.GetName()}},
+		Type: corev1.SecretTypeTLS,
+		// The CA's own key is not needed here: nothing issues from it.
+		Data: map[string][]byte{corev1.TLSCertKey: caPEM, corev1.TLSPrivateKeyKey: keyPEM, "ca.crt": caPEM},
+	})).To(Succeed())
 	g.Expect(c.Create(ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: coreNS, Name: secretName,
 			Annotations: map[string]string{"cert-manager.io/certificate-name": cert.GetName()}},

@@ -202,7 +202,7 @@ func TestWebhooksMatchGenerated(t *testing.T) {
 	}
 	for _, want := range generated {
 		got := find(t, objs, want.GetKind(), coreChart)
-		if ann := got.GetAnnotations()["cert-manager.io/inject-ca-from"]; ann != coreNS+"/address-controller-serving-cert" {
+		if ann := got.GetAnnotations()["cert-manager.io/inject-ca-from"]; ann != coreNS+"/address-controller-ca" {
 			t.Errorf("%s: inject-ca-from = %q", want.GetKind(), ann)
 		}
 		gotHooks, _, _ := unstructured.NestedSlice(got.Object, "webhooks")
@@ -574,5 +574,14 @@ func TestServingCertificateFromAStableCA(t *testing.T) {
 	selfSigned, found, _ := unstructured.NestedMap(find(t, objs, "Issuer", caIssuer).Object, "spec", "selfSigned")
 	if !isCA || rotation != "Never" || !found || selfSigned == nil {
 		t.Errorf("CA Certificate %s: isCA %v, rotationPolicy %q, issuer %s self-signed %v", ca.GetName(), isCA, rotation, caIssuer, found)
+	}
+	// Injected from the CA's own Secret, which a CA renewal updates; the
+	// serving Secret's ca.crt keeps the CA it was issued with.
+	for _, o := range objs {
+		if strings.HasSuffix(o.GetKind(), "WebhookConfiguration") {
+			if got, want := o.GetAnnotations()["cert-manager.io/inject-ca-from"], coreNS+"/"+ca.GetName(); got != want {
+				t.Errorf("%s %s injects from %q, want %q", o.GetKind(), o.GetName(), got, want)
+			}
+		}
 	}
 }

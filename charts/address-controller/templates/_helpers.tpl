@@ -30,6 +30,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- printf "%s-serving-cert" (include "address-controller.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{/* The chart's CA Certificate, whose CA cainjector injects. */}}
+{{- define "address-controller.caName" -}}
+{{- printf "%s-ca" (include "address-controller.fullname" .) -}}
+{{- end -}}
+
 {{- define "address-controller.certSecretName" -}}
 {{- if and .Values.certManager.install (not .Values.certManager.enabled) -}}
 {{- fail "certManager.install needs certManager.enabled: the cert-manager it installs issues the webhook certificate" -}}

@@ -99,15 +99,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	s.classes = classes.Items
 	p := decide(s)
-	if p.retarget != nil {
+	if p.retarget != nil || (p.remove != nil && svc.Annotations[v1alpha1.AnnotationAutoClaim] != "false") {
 		// The claim's status lags its driver's first address: one that
-		// carries the claim's UID already fixes its class.
+		// carries the claim's UID already fixes its class, and keeps the
+		// claim with its Service unless the Service opts out.
 		var addrs v1alpha1.IPAddressList
 		if err := index.AddressesNaming(ctx, r.Client, &addrs, s.claim.Namespace, s.claim.Name, client.UnsafeDisableDeepCopy); err != nil {
 			return reconcile.Result{}, err
 		}
 		if slices.ContainsFunc(addrs.Items, func(a v1alpha1.IPAddress) bool { return a.Spec.ClaimRef.UID == s.claim.UID }) {
-			return reconcile.Result{}, nil
+			if p.retarget != nil {
+				return reconcile.Result{}, nil
+			}
+			p = plan{annotate: svc.Name}
 		}
 	}
 	err := r.execute(ctx, &svc, s.claim, p)

@@ -81,11 +81,10 @@ func (r *Reconciler) placeInBook(ctx context.Context, claim *v1alpha1.IPAddressC
 	switch {
 	case pl.served():
 		return pl, nil
-	case pl.available == 0 && pl.ahead >= exactPlaces:
-		return pl, nil
 	case pl.available == 0:
-		// Nothing to bind, but the place is given exactly: the cache
-		// confirms those the book files ahead.
+		// Nothing to bind, but a place near the front is given exactly:
+		// the cache confirms those the book files ahead (a book lagging a
+		// claim gone ahead would tell the 10th "behind 10 or more").
 		ahead, err := r.stillWaiting(ctx, key, mine, exactPlaces)
 		pl.ahead = ahead
 		return pl, err

@@ -159,7 +159,8 @@ func (h handlers) holding(ctx context.Context, claim *v1alpha1.IPAddressClaim) (
 }
 
 // claimOf is the claim ref names, nil when there is none (or no ref): from
-// the cache, else from the API server, for a claim created a moment ago.
+// the cache, else from the API server, for a claim created a moment ago —
+// or re-created, the cache showing another UID than ref's.
 func (h handlers) claimOf(ctx context.Context, ref *v1alpha1.ClaimReference) (*v1alpha1.IPAddressClaim, error) {
 	if ref == nil {
 		return nil, nil
@@ -167,7 +168,8 @@ func (h handlers) claimOf(ctx context.Context, ref *v1alpha1.ClaimReference) (*v
 	var claim v1alpha1.IPAddressClaim
 	key := client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}
 	err := h.reader.Get(ctx, key, &claim)
-	if apierrors.IsNotFound(err) && h.live != nil {
+	stale := err == nil && ref.UID != "" && claim.UID != ref.UID // re-created since the cache saw it?
+	if (apierrors.IsNotFound(err) || stale) && h.live != nil {
 		err = h.live.Get(ctx, key, &claim)
 	}
 	switch {

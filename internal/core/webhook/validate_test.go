@@ -299,3 +299,32 @@ func TestValidateFlagAnnotations(t *testing.T) {
 		})
 	}
 }
+
+// The claim a reference names is read from the API server when the cache
+// lacks it or shows another UID (a claim re-created under the name): an
+// admin's clear must be judged against the claim that holds the binding.
+func TestClaimOfReadsPastARecreation(t *testing.T) {
+	old, recreated := newClaim(), newClaim()
+	old.UID, recreated.UID = "uid-a", "uid-b"
+	ref := &v1alpha1.ClaimReference{Namespace: old.Namespace, Name: old.Name, UID: "uid-b"}
+	for _, tc := range []struct {
+		name        string
+		cache, live []client.Object
+		want        types.UID
+	}{
+		{"1 cached with the UID", []client.Object{recreated}, nil, "uid-b"},
+		{"2 cached with an earlier UID, re-created on the API server", []client.Object{old}, []client.Object{recreated}, "uid-b"},
+		{"3 not cached yet", nil, []client.Object{recreated}, "uid-b"},
+		{"4 none", nil, nil, ""},
+	} {
+		h := handlers{reader: fakeapi.New(t, tc.cache), live: fakeapi.New(t, tc.live)}
+		c, err := h.claimOf(context.Background(), ref)
+		var got types.UID
+		if c != nil {
+			got = c.UID
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %q, %v; want %q", tc.name, got, err, tc.want)
+		}
+	}
+}
