@@ -112,6 +112,23 @@ func TestDriver_7_5_OneWorkloadPerClaim(t *testing.T) {
 	})
 }
 
+// 7-5: a Service MetalLB would not serve (of another load-balancer class)
+// that names a claim is told why it gets nothing; the address stays on its
+// placeholder.
+func TestDriver_7_5_ServiceMetalLBDoesNotServeIsTold(t *testing.T) {
+	e := newDriverEnv(t)
+	_, ip := e.webBound(v1alpha1.ReclaimRetain)
+	e.placeholderHolds(ip)
+	e.service("other", naming("web"), func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("example.com/other") })
+	e.eventually(func(g Gomega) { g.Expect(e.events(g, "other", metallbiad.ReasonNotAttachable)).NotTo(BeEmpty()) })
+	e.consistently(2*time.Second, func(g Gomega) {
+		var svc corev1.Service
+		g.Expect(k8s.Get(e.ctx, client.ObjectKey{Namespace: e.ns, Name: "other"}, &svc)).To(Succeed())
+		g.Expect(svc.Annotations).NotTo(HaveKey(metallbiad.AnnotationLoadBalancerIPs))
+		g.Expect(ingressOf(g, driverNamespace, nameOf(ip))).To(Equal([]string{ip}))
+	})
+}
+
 // 6, 7-2: Retain — deleting the claim leaves the address Released and
 // still held; once an admin clears its claimRef it is Available, and a new
 // claim of the class binds it before anything new is allocated.

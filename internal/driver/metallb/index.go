@@ -90,8 +90,11 @@ func ipStrings(ips []netip.Addr) []string {
 }
 
 // Used lists the addresses of class c's pool that are taken: every
-// IPAddress in it, of any class, and every address MetalLB assigned to a
-// Service. A taken address is never allocated again.
+// IPAddress in it, of any class, every address MetalLB assigned to a
+// Service, and every address a Service pins. A taken address is never
+// allocated again: a pin MetalLB has yet to serve (the pool was just
+// created, or the Service's namespace is not the driver's to guard) would
+// race the new address's placeholder for it.
 func (b Books) Used(ctx context.Context, c Class) ([]netip.Addr, error) {
 	if c.Ranges == nil {
 		return nil, nil
@@ -109,7 +112,7 @@ func (b Books) Used(ctx context.Context, c Class) ([]netip.Addr, error) {
 		return nil, err
 	}
 	err := cachetrim.Each(ctx, r, &corev1.Service{}, &corev1.ServiceList{}, func(svc *corev1.Service) {
-		for _, ip := range IngressIPs(svc) {
+		for _, ip := range append(IngressIPs(svc), RequestedIPs(svc)...) {
 			if c.Ranges.Contains(ip) {
 				used = append(used, ip)
 			}

@@ -55,4 +55,6 @@ const (
 	ReasonPlaceholderTaken   = "PlaceholderTaken"
 	ReasonFamilyNotAttached  = "FamilyNotAttached"
 	ReasonPlaceholderRefused = "PlaceholderRefused"
+	ReasonNotAttachable      = "NotAttachable"
+	ReasonPinRefused         = "PinRefused"
 )

@@ -88,7 +88,8 @@ func (c Class) Accepted() bool { return c.Refusal == "" }
 
 // Resolve judges class against its pool (nil when the pool does not exist)
 // and the other classes of this provisioner. A pool is refused when it is
-// missing, when MetalLB may auto-assign from it, or when an older class
+// missing, when MetalLB may auto-assign from it, when it lets MetalLB serve
+// only some namespaces or Services (restriction), or when an older class
 // names it: one pool is one class's ledger. A pool that sets avoidBuggyIPs
 // gives the driver its ranges without the IPv4 addresses ending in .0 or
 // .255, which MetalLB never assigns from it.
@@ -114,6 +115,11 @@ func Resolve(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressClass, 
 		c.Refusal = fmt.Sprintf("IPAddressPool %s/%s must set spec.autoAssign: false, or MetalLB hands its addresses to any Service", namespace, params.Pool)
 		return c
 	}
+	if field := restriction(pool); field != "" {
+		c.Refusal = fmt.Sprintf("IPAddressPool %s/%s sets spec.serviceAllocation.%s: MetalLB would refuse the pool's addresses to the driver's placeholders or to tenants' Services, "+
+			"and a claim's address could be neither held nor attached; the class decides who gets an address, so its pool may set only spec.serviceAllocation.priority", namespace, params.Pool, field)
+		return c
+	}
 	if avoid, _, _ := unstructured.NestedBool(pool.Object, "spec", "avoidBuggyIPs"); avoid {
 		c.Ranges = withoutBuggyIPs(c.Ranges)
 	}
@@ -121,6 +127,21 @@ func Resolve(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressClass, 
 		c.Refusal = fmt.Sprintf("IPAddressPool %s/%s is already named by IPAddressClass %s", namespace, params.Pool, other)
 	}
 	return c
+}
+
+// restriction names the field of the pool's spec.serviceAllocation that
+// narrows which Services MetalLB gives its addresses to, empty when none
+// does. MetalLB applies it to pins as well: a placeholder in the driver's
+// namespace, or a tenant's Service, that it leaves out never gets the
+// address, and a handoff waiting for the placeholder to hold it never ends.
+// A priority alone narrows nothing.
+func restriction(pool *unstructured.Unstructured) string {
+	for _, field := range []string{"namespaces", "namespaceSelectors", "serviceSelectors"} {
+		if list, _, _ := unstructured.NestedSlice(pool.Object, "spec", "serviceAllocation", field); len(list) > 0 {
+			return field
+		}
+	}
+	return ""
 }
 
 // olderClaimant is the oldest other class of this provisioner naming pool,

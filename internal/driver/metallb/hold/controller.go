@@ -699,6 +699,13 @@ func (r *Reconciler) execute(ctx context.Context, a *v1alpha1.IPAddress, p plan)
 	}
 	for _, e := range p.update {
 		if err := patch(ctx, r.Client, e.from, e.to); err != nil {
+			if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+				// An admission policy refusing Service writes (the
+				// service-pins policy without its parameters, say): the
+				// Service's owner learns why its address does not follow.
+				r.Recorder.Record(recorder.WarningOnce(e.from, metallb.ReasonPinRefused,
+					"the API server refused the driver's change to this Service for %s (%s): %v", a.Name, a.Spec.Address, err))
+			}
 			return err
 		}
 	}

@@ -205,13 +205,32 @@ func workload(s snapshot, p *plan) *corev1.Service {
 	return cands[0]
 }
 
+// notServed says why MetalLB would not give svc an address (it is not a
+// LoadBalancer Service, or another implementation's), empty if it would.
+// Placeholders carry no load-balancer class either: the driver needs a
+// MetalLB that serves Services without one.
+func notServed(svc *corev1.Service) string {
+	switch {
+	case svc.Spec.Type != corev1.ServiceTypeLoadBalancer:
+		return fmt.Sprintf("is of type %s, not LoadBalancer", svc.Spec.Type)
+	case svc.Spec.LoadBalancerClass != nil:
+		return fmt.Sprintf("sets spec.loadBalancerClass %q", *svc.Spec.LoadBalancerClass)
+	}
+	return ""
+}
+
 // attachable are the LoadBalancer Services naming the claim that the
 // address may go to, the claim's current one (pinned with any of its
 // addresses) first, then by age.
 func attachable(s snapshot, p *plan) []*corev1.Service {
 	var cands []*corev1.Service
 	for _, svc := range s.candidates {
-		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil || svc.DeletionTimestamp != nil {
+		if svc.DeletionTimestamp != nil {
+			continue
+		}
+		if why := notServed(svc); why != "" {
+			p.events = append(p.events, recorder.WarningOnce(svc, metallb.ReasonNotAttachable,
+				"Service %s, so MetalLB does not serve it; the addresses of IPAddressClaim %s stay reserved and are not attached", why, s.claim.Name))
 			continue
 		}
 		if other := othersPinned(s, svc); len(other) > 0 {

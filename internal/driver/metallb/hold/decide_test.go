@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -513,6 +514,17 @@ func TestDecide(t *testing.T) {
 				services:     []*corev1.Service{svc(ns, "a", naming("web"), annotated(metallb.AnnotationLoadBalancerIPs, "198.51.100.9"))},
 				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
 			want: outcome{phase: v1alpha1.AddressBound, events: []string{"Warning ClaimInUse tenant/a"}}},
+		{name: "7-5 a ClusterIP Service naming the claim is not attached, and is told why",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true,
+				services:     []*corev1.Service{svc(ns, "a", naming("web"), func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP })},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{phase: v1alpha1.AddressBound, events: []string{"Warning NotAttachable tenant/a"}}},
+		{name: "7-5 a Service of another load-balancer class naming the claim is not attached, and is told why; an older one MetalLB serves is",
+			w: world{address: addr(v4, v1alpha1.AddressBound), claim: true,
+				services: []*corev1.Service{svc(ns, "a", naming("web"), func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("example.com/lb") }),
+					svc(ns, "b", naming("web"), later)},
+				placeholders: []*corev1.Service{ph(v4, key, holding(v4))}},
+			want: outcome{update: []string{"tenant/b " + pinW}, phase: v1alpha1.AddressBound, events: []string{"Warning NotAttachable tenant/a"}}},
 		{name: "7-5 detach: a placeholder sharing the workload's key comes first",
 			w: world{address: addr(v4, v1alpha1.AddressBound, associated("a")), claim: true,
 				services: []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4))}},
