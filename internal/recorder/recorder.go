@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -97,7 +98,26 @@ func (r *Recorder) Record(e Event) {
 	if !r.remember(e) {
 		return
 	}
-	r.events.Eventf(e.Regarding, nil, e.Type, e.Reason, action(e.Reason, e.Message), "%s", e.Message)
+	r.events.Eventf(e.Regarding, nil, e.Type, e.Reason, action(e.Reason, e.Message), "%s", note(e.Message))
+}
+
+// maxNote is the longest note the events API accepts; it refuses a longer
+// one for good, and the event would be lost.
+const maxNote = 1024
+
+// note is message cut to maxNote bytes at a character boundary, marked as
+// cut: a message that quotes another component's (an admission refusal)
+// or lists many objects can be longer.
+func note(message string) string {
+	if len(message) <= maxNote {
+		return message
+	}
+	const more = " …"
+	cut := maxNote - len(more)
+	for cut > 0 && !utf8.RuneStart(message[cut]) {
+		cut--
+	}
+	return message[:cut] + more
 }
 
 // action is the action an event of reason and message is recorded under.

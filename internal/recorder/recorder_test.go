@@ -3,8 +3,10 @@ package recorder
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,5 +84,26 @@ func TestOnceLapses(t *testing.T) {
 	r.Record(warn)
 	if len(got) != 2 {
 		t.Errorf("recorded %q, want the warning twice", got)
+	}
+}
+
+// A message longer than the events API takes is cut at a character
+// boundary, not refused with the event lost.
+func TestLongMessageIsCut(t *testing.T) {
+	for _, tc := range []struct {
+		message string
+		want    int // bytes of the note
+	}{
+		{strings.Repeat("a", maxNote), maxNote},
+		{strings.Repeat("a", maxNote+1), maxNote},
+		{"a" + strings.Repeat("€", maxNote), maxNote - 2}, // 3-byte runes from byte 1: the cut falls mid-rune and moves back two bytes
+	} {
+		got := note(tc.message)
+		if len(got) != tc.want || !utf8.ValidString(got) {
+			t.Errorf("note of %d bytes: %d bytes (valid UTF-8: %v), want %d", len(tc.message), len(got), utf8.ValidString(got), tc.want)
+		}
+		if len(tc.message) > maxNote && !strings.HasSuffix(got, " …") {
+			t.Errorf("note of %d bytes is not marked as cut: %q", len(tc.message), got[len(got)-8:])
+		}
 	}
 }

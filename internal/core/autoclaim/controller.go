@@ -163,6 +163,10 @@ func (r *Reconciler) execute(ctx context.Context, svc *corev1.Service, claim *v1
 		patch := client.RawPatch(types.MergePatchType, fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q,"annotations":{%q:%q}}}`,
 			svc.ResourceVersion, v1alpha1.AnnotationIPAddressClaim, p.annotate))
 		if err := r.Client.Patch(ctx, svc.DeepCopy(), patch); err != nil {
+			if refused(err) {
+				r.Recorder.Record(recorder.WarningOnce(svc, v1alpha1.ReasonAutoClaimRefused,
+					"the API server refused the annotation %s: %s on this Service: %s", v1alpha1.AnnotationIPAddressClaim, p.annotate, err.Error()))
+			}
 			return fmt.Errorf("annotating the Service: %w", err)
 		}
 	}
