@@ -234,10 +234,21 @@ var SpecChanged = predicate.Or[client.Object](predicate.GenerationChangedPredica
 
 // QuotaLimitsAddresses passes the events of the ResourceQuotas that limit
 // addresses (quota.Ours), or did before an update: a limit taken out frees
-// the claims it held back, and its series go.
+// the claims it held back, and its series go. An update passes only when
+// it changes what addresses depend on (quota.SameForAddresses), its
+// deletion begins, or a namesake replaced it: the API server rewrites a
+// quota that also limits pods at every pod it admits, and each such write
+// would wake every waiting claim of the namespace.
 var QuotaLimitsAddresses = predicate.Funcs{
-	CreateFunc:  func(e event.CreateEvent) bool { return limitsAddresses(e.Object) },
-	UpdateFunc:  func(e event.UpdateEvent) bool { return limitsAddresses(e.ObjectOld) || limitsAddresses(e.ObjectNew) },
+	CreateFunc: func(e event.CreateEvent) bool { return limitsAddresses(e.Object) },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		if !limitsAddresses(e.ObjectOld) && !limitsAddresses(e.ObjectNew) {
+			return false
+		}
+		old, okOld := e.ObjectOld.(*corev1.ResourceQuota)
+		now, okNew := e.ObjectNew.(*corev1.ResourceQuota)
+		return !okOld || !okNew || !quota.SameForAddresses(old, now) || ClaimLifecycle.Update(e)
+	},
 	DeleteFunc:  func(e event.DeleteEvent) bool { return limitsAddresses(e.Object) },
 	GenericFunc: func(e event.GenericEvent) bool { return limitsAddresses(e.Object) },
 }

@@ -187,8 +187,29 @@ func TestSpecChanged(t *testing.T) {
 }
 
 // TestQuotaLimitsAddresses: a quota whose address keys are all taken out
-// is seen once more; one that never limited addresses is not.
+// is seen once more; one that never limited addresses is not, nor an update
+// that moves only what addresses do not depend on.
 func TestQuotaLimitsAddresses(t *testing.T) {
+	withHard := func(q *corev1.ResourceQuota, k corev1.ResourceName, n int64) *corev1.ResourceQuota {
+		q.Spec.Hard[k] = *resource.NewQuantity(n, resource.DecimalSI)
+		return q
+	}
+	withUsed := func(q *corev1.ResourceQuota, k corev1.ResourceName, n int64) *corev1.ResourceQuota {
+		q.Status.Used = corev1.ResourceList{k: *resource.NewQuantity(n, resource.DecimalSI)}
+		return q
+	}
+	charged := func(q *corev1.ResourceQuota) *corev1.ResourceQuota {
+		q.Annotations = map[string]string{quota.ChargesAnnotation: `{"c1":{"claim":"web","class":"public","families":["IPv4"]}}`}
+		return q
+	}
+	deleting := func(q *corev1.ResourceQuota) *corev1.ResourceQuota {
+		q.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+		return q
+	}
+	replaced := func(q *corev1.ResourceQuota) *corev1.ResourceQuota {
+		q.UID = "another"
+		return q
+	}
 	rq := func(keys ...corev1.ResourceName) *corev1.ResourceQuota {
 		q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q"}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{}}}
 		for _, k := range keys {
@@ -201,9 +222,16 @@ func TestQuotaLimitsAddresses(t *testing.T) {
 		old, new *corev1.ResourceQuota
 		want     bool
 	}{
-		{"1 limits addresses", rq(quota.AllClasses), rq(quota.AllClasses), true},
+		{"1 its address limit changed", rq(quota.AllClasses), withHard(rq(quota.AllClasses), quota.AllClasses, 2), true},
 		{"2 its address keys taken out", rq(quota.AllClasses, "pods"), rq("pods"), true},
 		{"3 never limited addresses", rq("pods"), rq("pods", "services"), false},
+		{"4 only its pod usage moved (an admitted pod)", rq(quota.AllClasses, "pods"), withUsed(rq(quota.AllClasses, "pods"), "pods", 3), false},
+		{"5 its address usage moved", rq(quota.AllClasses, "pods"), withUsed(rq(quota.AllClasses, "pods"), quota.AllClasses, 1), true},
+		{"6 its charges changed", rq(quota.AllClasses), charged(rq(quota.AllClasses)), true},
+		{"7 nothing changed (a resync)", rq(quota.AllClasses), rq(quota.AllClasses), false},
+		{"8 its deletion began", rq(quota.AllClasses), deleting(rq(quota.AllClasses)), true},
+		{"9 a namesake replaced it", rq(quota.AllClasses), replaced(rq(quota.AllClasses)), true},
+		{"10 a class key's limit changed", rq(quota.ClassKey("public")), withHard(rq(quota.ClassKey("public")), quota.ClassKey("public"), 5), true},
 	} {
 		if got := index.QuotaLimitsAddresses.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)

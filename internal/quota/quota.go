@@ -41,11 +41,37 @@ func Keys(rq *corev1.ResourceQuota, class string) []corev1.ResourceName {
 // Ours reports whether rq limits addresses at all.
 func Ours(rq *corev1.ResourceQuota) bool {
 	for k := range rq.Spec.Hard {
-		if k == AllClasses || strings.HasSuffix(string(k), classSuffix) {
+		if isAddressKey(k) {
 			return true
 		}
 	}
 	return false
+}
+
+func isAddressKey(k corev1.ResourceName) bool {
+	return k == AllClasses || strings.HasSuffix(string(k), classSuffix)
+}
+
+// SameForAddresses reports whether a and b, two versions of one quota,
+// agree on everything addresses depend on: their address keys' limits and
+// usage, and their charges. The API server rewrites a quota's usage at
+// every admission it counts (a pod created), which changes nothing for
+// addresses.
+func SameForAddresses(a, b *corev1.ResourceQuota) bool {
+	return a.Annotations[ChargesAnnotation] == b.Annotations[ChargesAnnotation] &&
+		sameAddressKeys(a.Spec.Hard, b.Spec.Hard) && sameAddressKeys(a.Status.Hard, b.Status.Hard) &&
+		sameAddressKeys(a.Status.Used, b.Status.Used)
+}
+
+func sameAddressKeys(a, b corev1.ResourceList) bool {
+	for _, pair := range [][2]corev1.ResourceList{{a, b}, {b, a}} {
+		for k, qa := range pair[0] {
+			if qb, ok := pair[1][k]; isAddressKey(k) && (!ok || qa.Cmp(qb) != 0) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Charge is one claim's charge: the families of its class it may take.

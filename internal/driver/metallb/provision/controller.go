@@ -147,7 +147,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 			return r.Classes.ForClass(ctx, o, r.waiting)
 		}), builder.WithPredicates(metallb.SpecChanged)).
 		Watches(metallb.NewPool(), handler.EnqueueRequestsFromMapFunc(r.forPool), builder.WithPredicates(metallb.SpecChanged)).
-		Watches(&corev1.ResourceQuota{}, handler.EnqueueRequestsFromMapFunc(r.claimsIn)).
+		Watches(&corev1.ResourceQuota{}, handler.EnqueueRequestsFromMapFunc(r.claimsIn), builder.WithPredicates(index.QuotaLimitsAddresses)).
 		WithOptions(retry.Options(workers)).
 		Complete(r)
 }
