@@ -127,7 +127,8 @@ func (p *plan) syncBound(s snapshot) {
 	switch {
 	case claim != nil && ref.UID == "":
 		if claim.DeletionTimestamp == nil && a.Status.Phase != v1alpha1.AddressReleased {
-			p.setPhase(s, v1alpha1.AddressPending, "pre-bound to claim "+key+"; waiting for the claim to accept it")
+			p.setPhase(s, v1alpha1.AddressPending, "pre-bound to claim "+key+"; waiting for the claim to accept it "+
+				"(it refuses an address of another class or family, or of a family it holds already: its PreBindingRefused events say so)")
 		}
 	case claim != nil && claim.UID == ref.UID && claim.DeletionTimestamp != nil:
 		// The claim's reclaim owns this transition.

@@ -716,6 +716,9 @@ func TestNamedWait(t *testing.T) {
 			"waiting for IPAddress ip-203-0-113-7, whose claimRef names IPAddressClaim tenant/db (Bound)"},
 		{"5 not Available yet", ptrTo(newAddress("203.0.113.7", "public", inPhase(v1alpha1.AddressPending))),
 			`waiting for IPAddress ip-203-0-113-7 to be Available in class "public" as IPv4`},
+		{"6 Released by an earlier claim of this name (a restored claim)", ptrTo(newAddress("203.0.113.7", "public", releasedFrom("tenant", "web", time.Now()))),
+			"waiting for IPAddress ip-203-0-113-7, which an earlier IPAddressClaim of this name (uid uid-earlier-web) held and which is Released: " +
+				"it is Available again once an administrator clears its spec.claimRef"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := namedWait(claim, tc.a, &public, []string{"IPv4"}); got != tc.want {
