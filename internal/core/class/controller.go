@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -36,6 +38,9 @@ type Reconciler struct {
 	NearlyExhaustedPercent int
 
 	last written
+	// moved: when each class's addresses last changed, so that a class's
+	// counts are looked at again only while they may still move.
+	moved moves
 	// tally counts every address by class and family, and by class, family
 	// and phase: the counts without listing the class (nil in tests run
 	// without a manager: the list answers).
@@ -77,22 +82,26 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("ipaddressclass").
 		For(&v1alpha1.IPAddressClass{}).
-		Watches(&v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(classOf)).
+		Watches(&v1alpha1.IPAddress{}, handler.EnqueueRequestsFromMapFunc(r.classOf)).
 		WithOptions(retry.Options(workers)).
 		Complete(r)
 }
 
-// deletingClassOf wakes an address's class only while that class is being
 // classOf: an address changed; its class's counts (and, while the class
-// is being deleted, what holds it) may have.
-func classOf(_ context.Context, o client.Object) []reconcile.Request {
-	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: o.(*v1alpha1.IPAddress).Spec.ClassName}}}
+// is being deleted, what holds it) may have. The change is noted (moved).
+func (r *Reconciler) classOf(_ context.Context, o client.Object) []reconcile.Request {
+	class := o.(*v1alpha1.IPAddress).Spec.ClassName
+	r.moved.note(class, time.Now())
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Name: class}}}
 }
 
 // Reconcile gathers the class's addresses, decides, and writes.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var class v1alpha1.IPAddressClass
 	if err := r.Client.Get(ctx, req.NamespacedName, &class); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.moved.forget(req.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	var names []string

@@ -2,6 +2,7 @@ package class
 
 import (
 	"context"
+	"math"
 	"sync"
 	"time"
 
@@ -20,6 +21,41 @@ import (
 // binds would change them at every bind. A change of its Exhausted
 // condition is written at once.
 const statusInterval = 2 * time.Second
+
+// moves remembers when an address of each class last changed.
+type moves struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+// note records that an address of class changed at now.
+func (m *moves) note(class string, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.at == nil {
+		m.at = map[string]time.Time{}
+	}
+	m.at[class] = now
+}
+
+// since is how long ago an address of class last changed; a long time when
+// none did since the binary started.
+func (m *moves) since(class string, now time.Time) time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	at, ok := m.at[class]
+	if !ok {
+		return time.Duration(math.MaxInt64)
+	}
+	return now.Sub(at)
+}
+
+// forget drops a class that is gone.
+func (m *moves) forget(class string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.at, class)
+}
 
 // written remembers when each class's status was last written.
 type written struct {
@@ -48,10 +84,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, class *v1alpha1.IPAddressC
 	now := time.Now()
 	st := status(class, counts, r.percent(), now)
 	// The tally is fed by a handler of its own and may not yet count the
-	// change that woke this pass: a look again later catches it up, at
-	// the cost of a few map reads.
+	// change that woke this pass: while the class's addresses move, a look
+	// again later catches it up, at the cost of a few map reads. A class
+	// whose addresses are still is not looked at again.
 	settle := reconcile.Result{}
-	if r.tally != nil {
+	if r.tally != nil && r.moved.since(class.Name, now) < statusInterval {
 		settle.RequeueAfter = statusInterval
 	}
 	if equality.Semantic.DeepEqual(*st, class.Status) {

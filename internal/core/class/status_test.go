@@ -3,6 +3,7 @@ package class
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/fakeapi"
+	"github.com/cozystack/address-controller/internal/index"
 )
 
 func classAddress(ip string, phase v1alpha1.AddressPhase) *v1alpha1.IPAddress {
@@ -98,5 +100,35 @@ func TestTallyKeys(t *testing.T) {
 	}
 	if got := tallyKeys(&v1alpha1.IPAddress{Spec: v1alpha1.IPAddressSpec{ClassName: "public"}}); got != nil {
 		t.Errorf("tallyKeys of an address with none = %v, want nil", got)
+	}
+}
+
+// A class whose addresses moved within statusInterval is looked at again
+// (the tally may lag the event that woke the pass); one whose addresses are
+// still is not, so idle classes cost no pass at all.
+func TestSettlesOnlyWhileAddressesMove(t *testing.T) {
+	ctx := context.Background()
+	class := &v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: "public"}}
+	api := fakeapi.New(t, []client.Object{class, classAddress("192.0.2.1", v1alpha1.AddressBound)})
+	r := &Reconciler{Client: api, tally: index.NewTally(tallyKeys)}
+	r.tally.File(classAddress("192.0.2.1", v1alpha1.AddressBound))
+	get := func() *v1alpha1.IPAddressClass {
+		t.Helper()
+		var c v1alpha1.IPAddressClass
+		if err := api.Get(ctx, client.ObjectKey{Name: "public"}, &c); err != nil {
+			t.Fatal(err)
+		}
+		return &c
+	}
+	if res, err := r.writeStatus(ctx, get()); err != nil || res.RequeueAfter != 0 {
+		t.Errorf("1. no address moved: %+v, %v; want no requeue", res, err)
+	}
+	r.classOf(ctx, classAddress("192.0.2.1", v1alpha1.AddressBound))
+	if res, err := r.writeStatus(ctx, get()); err != nil || res.RequeueAfter != statusInterval {
+		t.Errorf("2. an address just moved: %+v, %v; want a requeue after %s", res, err, statusInterval)
+	}
+	r.moved.note("public", time.Now().Add(-statusInterval))
+	if res, err := r.writeStatus(ctx, get()); err != nil || res.RequeueAfter != 0 {
+		t.Errorf("3. the last move is %s old: %+v, %v; want no requeue", statusInterval, res, err)
 	}
 }
