@@ -57,4 +57,5 @@ const (
 	ReasonPlaceholderRefused = "PlaceholderRefused"
 	ReasonNotAttachable      = "NotAttachable"
 	ReasonPinRefused         = "PinRefused"
+	ReasonSchemaStale        = "SchemaStale"
 )

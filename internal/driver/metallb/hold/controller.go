@@ -679,8 +679,7 @@ func (r *Reconciler) execute(ctx context.Context, a *v1alpha1.IPAddress, p plan)
 		// A Service about to be pinned is recorded before the pin: a crash
 		// in between leaves a recorded Service without a pin, which the
 		// next pass pins or lets go, never a pin nobody recorded.
-		a.Status = *p.status
-		if err := r.Client.Status().Update(ctx, a); err != nil {
+		if err := r.writeStatus(ctx, a, p.status); err != nil {
 			return err
 		}
 		p.status = nil
@@ -717,8 +716,7 @@ func (r *Reconciler) execute(ctx context.Context, a *v1alpha1.IPAddress, p plan)
 		}
 	}
 	if p.status != nil {
-		a.Status = *p.status
-		if err := r.Client.Status().Update(ctx, a); err != nil {
+		if err := r.writeStatus(ctx, a, p.status); err != nil {
 			return err
 		}
 	}
@@ -729,6 +727,28 @@ func (r *Reconciler) execute(ctx context.Context, a *v1alpha1.IPAddress, p plan)
 	}
 	for _, e := range p.events {
 		r.Recorder.Record(e)
+	}
+	return nil
+}
+
+// errStaleSchema: the API server dropped the holding record from a status
+// write, as it prunes a field its IPAddress CRD does not know.
+var errStaleSchema = errors.New("the API server dropped status.holding from the address: its IPAddress CRD is older than this driver; " +
+	"apply the CRDs of this release (helm upgrade leaves crds/ as they were)")
+
+// writeStatus writes st as a's status and checks that the holding record
+// was kept. Without it the driver could not tell its pins from a
+// stranger's; a pin recorded in a record the API server dropped is not
+// made (the pass fails, and is retried with backoff) and the address says
+// why.
+func (r *Reconciler) writeStatus(ctx context.Context, a *v1alpha1.IPAddress, st *v1alpha1.IPAddressStatus) error {
+	a.Status = *st
+	if err := r.Client.Status().Update(ctx, a); err != nil {
+		return err
+	}
+	if st.Holding != nil && a.Status.Holding == nil {
+		r.Recorder.Record(recorder.WarningOnce(a, metallb.ReasonSchemaStale, "%v", errStaleSchema))
+		return errStaleSchema
 	}
 	return nil
 }

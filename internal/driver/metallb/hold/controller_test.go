@@ -334,3 +334,37 @@ func TestRefusedPlaceholderIsReported(t *testing.T) {
 		t.Error("no event")
 	}
 }
+
+// An API server whose IPAddress CRD predates the holding record prunes it
+// from a status write: the pin it records is not made, and the address
+// says why (a pin nobody recorded would read as a stranger's).
+func TestStaleSchemaStopsThePin(t *testing.T) {
+	a := addr(v4, v1alpha1.AddressBound)
+	w := svc(ns, "a")
+	st := a.Status.DeepCopy()
+	st.Holding = &v1alpha1.Holding{Workload: &v1alpha1.HeldReference{Kind: "Service", Namespace: ns, Name: "a", UID: w.UID}}
+	rec := events.NewFakeRecorder(10)
+	patched := false
+	r := &Reconciler{Client: fake.NewClientBuilder().WithScheme(fakeapi.Scheme()).WithObjects(a, w).WithStatusSubresource(a).WithInterceptorFuncs(interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, o client.Object, opts ...client.SubResourceUpdateOption) error {
+			o.(*v1alpha1.IPAddress).Status.Holding = nil // pruned
+			return c.SubResource(sub).Update(ctx, o, opts...)
+		},
+		Patch: func(context.Context, client.WithWatch, client.Object, client.Patch, ...client.PatchOption) error {
+			patched = true
+			return nil
+		},
+	}).Build(), Recorder: recorder.New(rec)}
+	err := r.execute(context.Background(), a, plan{status: st, recordFirst: true, update: []edit{{from: w, to: pin(w, v4, key)}}})
+	if !errors.Is(err, errStaleSchema) || patched {
+		t.Fatalf("execute: %v, pinned: %v; want errStaleSchema and no pin", err, patched)
+	}
+	select {
+	case e := <-rec.Events:
+		if !strings.Contains(e, "Warning "+metallb.ReasonSchemaStale) {
+			t.Errorf("event %q", e)
+		}
+	default:
+		t.Error("no event")
+	}
+}
