@@ -99,7 +99,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 		}
 	}
 	rec := recorder.New(mgr.GetEventRecorder(EventSource))
-	books := metallb.Books{Reader: mgr.GetClient(), Cache: mgr.GetCache(), Namespace: opts.MetalLBNamespace}
+	books := metallb.Books{Reader: mgr.GetClient(), Cache: mgr.GetCache(), Namespace: opts.MetalLBNamespace, Placeholders: opts.Namespace}
 	classes := &metallb.Classes{Books: books}
 	if err := (&pool.Reconciler{Client: mgr.GetClient(), Books: books, Classes: classes, Owners: opts.Owners, Recorder: rec, Interval: opts.CapacityInterval}).SetupWithManager(mgr); err != nil {
 		return err

@@ -18,6 +18,8 @@ type Books struct {
 	Cache client.Reader
 	// Namespace is where MetalLB's IPAddressPools live.
 	Namespace string
+	// Placeholders is the driver's namespace, where its placeholders live.
+	Placeholders string
 }
 
 // Class resolves the class named name. A class that does not exist is
@@ -40,7 +42,7 @@ func (b Books) Class(ctx context.Context, name string) (c Class, obj *v1alpha1.I
 			return Class{}, nil, err
 		}
 	}
-	return Resolve(obj, classes.Items, pool, b.Namespace), obj, nil
+	return Resolve(obj, classes.Items, pool, b.Namespace, b.Placeholders), obj, nil
 }
 
 // Pool reads the IPAddressPool named name; nil when it does not exist.

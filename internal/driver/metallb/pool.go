@@ -8,7 +8,10 @@ import (
 	"strings"
 
 	"go4.org/netipx"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -81,6 +84,9 @@ type Class struct {
 	// Refusal says why the driver does not provision from the class; empty
 	// when it does.
 	Refusal string
+	// Caution, on an accepted class, says why MetalLB may not hold the
+	// class's addresses for all that (the pool's serviceAllocation).
+	Caution string
 }
 
 // Accepted reports whether the driver provisions from the class.
@@ -88,12 +94,13 @@ func (c Class) Accepted() bool { return c.Refusal == "" }
 
 // Resolve judges class against its pool (nil when the pool does not exist)
 // and the other classes of this provisioner. A pool is refused when it is
-// missing, when MetalLB may auto-assign from it, when it lets MetalLB serve
-// only some namespaces or Services (restriction), or when an older class
-// names it: one pool is one class's ledger. A pool that sets avoidBuggyIPs
+// missing, when MetalLB may auto-assign from it, or when an older class
+// names it: one pool is one class's ledger. An accepted class carries a
+// caution when the pool's serviceAllocation visibly leaves out the
+// placeholders, in namespace placeholders. A pool that sets avoidBuggyIPs
 // gives the driver its ranges without the IPv4 addresses ending in .0 or
 // .255, which MetalLB never assigns from it.
-func Resolve(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressClass, pool *unstructured.Unstructured, namespace string) Class {
+func Resolve(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressClass, pool *unstructured.Unstructured, namespace, placeholders string) Class {
 	c := Class{Name: class.Name}
 	params, err := ParseParameters(class)
 	if err != nil {
@@ -115,33 +122,51 @@ func Resolve(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressClass, 
 		c.Refusal = fmt.Sprintf("IPAddressPool %s/%s must set spec.autoAssign: false, or MetalLB hands its addresses to any Service", namespace, params.Pool)
 		return c
 	}
-	if field := restriction(pool); field != "" {
-		c.Refusal = fmt.Sprintf("IPAddressPool %s/%s sets spec.serviceAllocation.%s: MetalLB would refuse the pool's addresses to the driver's placeholders or to tenants' Services, "+
-			"and a claim's address could be neither held nor attached; the class decides who gets an address, so its pool may set only spec.serviceAllocation.priority", namespace, params.Pool, field)
-		return c
-	}
 	if avoid, _, _ := unstructured.NestedBool(pool.Object, "spec", "avoidBuggyIPs"); avoid {
 		c.Ranges = withoutBuggyIPs(c.Ranges)
 	}
 	if other := olderClaimant(class, classes, params.Pool); other != "" {
 		c.Refusal = fmt.Sprintf("IPAddressPool %s/%s is already named by IPAddressClass %s", namespace, params.Pool, other)
+		return c
 	}
+	c.Caution = leavesOutPlaceholders(pool, placeholders)
 	return c
 }
 
-// restriction names the field of the pool's spec.serviceAllocation that
-// narrows which Services MetalLB gives its addresses to, empty when none
-// does. MetalLB applies it to pins as well: a placeholder in the driver's
-// namespace, or a tenant's Service, that it leaves out never gets the
-// address, and a handoff waiting for the placeholder to hold it never ends.
-// A priority alone narrows nothing.
-func restriction(pool *unstructured.Unstructured) string {
-	for _, field := range []string{"namespaces", "namespaceSelectors", "serviceSelectors"} {
-		if list, _, _ := unstructured.NestedSlice(pool.Object, "spec", "serviceAllocation", field); len(list) > 0 {
-			return field
+// leavesOutPlaceholders says how the pool's spec.serviceAllocation keeps
+// MetalLB from giving its addresses to the driver's placeholders, in
+// namespace placeholders, empty when it does not or when that cannot be told
+// from the pool alone (a namespace selector). MetalLB applies the
+// allocation to pinned Services too: an address whose placeholder it leaves
+// out is held by nobody, and a Service's handoff back to the placeholder
+// never ends. Whether every tenant namespace is admitted is the operator's
+// to get right; the driver cannot know which namespaces will name claims.
+func leavesOutPlaceholders(pool *unstructured.Unstructured, placeholders string) string {
+	alloc, _, _ := unstructured.NestedMap(pool.Object, "spec", "serviceAllocation")
+	namespaces, _, _ := unstructured.NestedStringSlice(alloc, "namespaces")
+	nsSelectors, _, _ := unstructured.NestedSlice(alloc, "namespaceSelectors")
+	if len(namespaces) > 0 && len(nsSelectors) == 0 && !slices.Contains(namespaces, placeholders) {
+		return fmt.Sprintf("spec.serviceAllocation.namespaces leaves out %s, where the driver's placeholders live: MetalLB will hold none of the class's addresses", placeholders)
+	}
+	selectors, _, _ := unstructured.NestedSlice(alloc, "serviceSelectors")
+	if len(selectors) == 0 {
+		return ""
+	}
+	probe := labels.Set{LabelAddress: "ip-192-0-2-1"}
+	for _, raw := range selectors {
+		m, ok := raw.(map[string]any)
+		if !ok {
+			continue
+		}
+		var ls metav1.LabelSelector
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(m, &ls) != nil {
+			continue
+		}
+		if sel, err := metav1.LabelSelectorAsSelector(&ls); err == nil && sel.Matches(probe) {
+			return ""
 		}
 	}
-	return ""
+	return fmt.Sprintf("spec.serviceAllocation.serviceSelectors select none of the driver's placeholders (label %s): MetalLB will hold none of the class's addresses", LabelAddress)
 }
 
 // olderClaimant is the oldest other class of this provisioner naming pool,

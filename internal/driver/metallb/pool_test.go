@@ -36,7 +36,7 @@ func TestResolve_OlderClassBeingDeleted(t *testing.T) {
 	good := pool(map[string]any{"addresses": []any{"203.0.113.0/24"}, "autoAssign": false})
 	older, newer := class("older", `{"pool":"shared"}`, time.Hour), class("newer", `{"pool":"shared"}`, 0)
 	older.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	if c := Resolve(&newer, []v1alpha1.IPAddressClass{older, newer}, good, "metallb-system"); c.Refusal != "" {
+	if c := Resolve(&newer, []v1alpha1.IPAddressClass{older, newer}, good, "metallb-system", "metallb-iad-system"); c.Refusal != "" {
 		t.Errorf("refusal = %q, want none", c.Refusal)
 	}
 }
@@ -60,17 +60,6 @@ func TestResolve(t *testing.T) {
 		{"autoAssign true", class("public", `{"pool":"public"}`, 0), pool(map[string]any{"addresses": []any{"203.0.113.0/24"}, "autoAssign": true}),
 			"IPAddressPool metallb-system/public must set spec.autoAssign: false, or MetalLB hands its addresses to any Service"},
 		{"avoidBuggyIPs honoured, not refused", class("public", `{"pool":"public"}`, 0), pool(map[string]any{"addresses": []any{"203.0.113.0/24"}, "autoAssign": false, "avoidBuggyIPs": true}), ""},
-		{"serviceAllocation limits namespaces", class("public", `{"pool":"public"}`, 0),
-			pool(map[string]any{"addresses": []any{"203.0.113.0/24"}, "autoAssign": false, "serviceAllocation": map[string]any{"namespaces": []any{"shop"}}}),
-			"IPAddressPool metallb-system/public sets spec.serviceAllocation.namespaces: "},
-		{"serviceAllocation selects namespaces", class("public", `{"pool":"public"}`, 0),
-			pool(map[string]any{"addresses": []any{"203.0.113.0/24"}, "autoAssign": false, "serviceAllocation": map[string]any{"priority": int64(1), "namespaceSelectors": []any{map[string]any{"matchLabels": map[string]any{"tier": "web"}}}}}),
-			"IPAddressPool metallb-system/public sets spec.serviceAllocation.namespaceSelectors: "},
-		{"serviceAllocation selects Services", class("public", `{"pool":"public"}`, 0),
-			pool(map[string]any{"addresses": []any{"203.0.113.0/24"}, "autoAssign": false, "serviceAllocation": map[string]any{"serviceSelectors": []any{map[string]any{"matchLabels": map[string]any{"app": "web"}}}}}),
-			"IPAddressPool metallb-system/public sets spec.serviceAllocation.serviceSelectors: "},
-		{"serviceAllocation priority alone", class("public", `{"pool":"public"}`, 0),
-			pool(map[string]any{"addresses": []any{"203.0.113.0/24"}, "autoAssign": false, "serviceAllocation": map[string]any{"priority": int64(10), "namespaces": []any{}}}), ""},
 		{"invalid range", class("public", `{"pool":"public"}`, 0), pool(map[string]any{"addresses": []any{"203.0.113.0/24", "nonsense"}, "autoAssign": false}),
 			`IPAddressPool metallb-system/public: spec.addresses[1] "nonsense": `},
 		{"named by an older class", class("newer", `{"pool":"shared"}`, 0), good, "IPAddressPool metallb-system/shared is already named by IPAddressClass older"},
@@ -78,7 +67,7 @@ func TestResolve(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := Resolve(&tc.class, []v1alpha1.IPAddressClass{older, tc.class}, tc.pool, "metallb-system")
+			c := Resolve(&tc.class, []v1alpha1.IPAddressClass{older, tc.class}, tc.pool, "metallb-system", "metallb-iad-system")
 			if got := c.Refusal; !strings.HasPrefix(got, tc.refusal) || (tc.refusal == "") != (got == "") {
 				t.Errorf("refusal = %q, want %q", got, tc.refusal)
 			}
@@ -92,7 +81,7 @@ func TestResolve(t *testing.T) {
 func TestResolveAvoidsBuggyIPs(t *testing.T) {
 	p := pool(map[string]any{"addresses": []any{"203.0.113.250-203.0.114.5", "198.51.100.0/31", "2001:db8::/120"}, "autoAssign": false, "avoidBuggyIPs": true})
 	public := class("public", `{"pool":"public"}`, 0)
-	c := Resolve(&public, nil, p, "metallb-system")
+	c := Resolve(&public, nil, p, "metallb-system", "metallb-iad-system")
 	var got []string
 	for _, r := range c.Ranges.Ranges() {
 		got = append(got, r.String())
@@ -114,5 +103,37 @@ func TestParseIPsAsMetalLB(t *testing.T) {
 	svc := &corev1.Service{Spec: corev1.ServiceSpec{LoadBalancerIP: "::ffff:198.51.100.1"}}
 	if got := RequestedIPs(svc); !slices.Equal(got, []netip.Addr{netip.MustParseAddr("198.51.100.1")}) {
 		t.Errorf("RequestedIPs = %v, want 198.51.100.1", got)
+	}
+}
+
+// A pool whose serviceAllocation visibly leaves the driver's placeholders
+// out is accepted (tenant namespaces are the operator's to admit), with a
+// caution: MetalLB would hold none of the class's addresses.
+func TestResolveCautions(t *testing.T) {
+	public := class("public", `{"pool":"public"}`, 0)
+	alloc := func(a map[string]any) *unstructured.Unstructured {
+		return pool(map[string]any{"addresses": []any{"203.0.113.0/24"}, "autoAssign": false, "serviceAllocation": a})
+	}
+	selects := func(labels map[string]any) map[string]any { return map[string]any{"matchLabels": labels} }
+	for _, tc := range []struct {
+		name    string
+		pool    *unstructured.Unstructured
+		caution string
+	}{
+		{"1 no allocation", pool(map[string]any{"addresses": []any{"203.0.113.0/24"}, "autoAssign": false}), ""},
+		{"2 priority alone", alloc(map[string]any{"priority": int64(10)}), ""},
+		{"3 namespaces with the driver's", alloc(map[string]any{"namespaces": []any{"metallb-iad-system", "shop"}}), ""},
+		{"4 namespaces without the driver's", alloc(map[string]any{"namespaces": []any{"shop"}}),
+			"spec.serviceAllocation.namespaces leaves out metallb-iad-system, where the driver's placeholders live: MetalLB will hold none of the class's addresses"},
+		{"5 namespaces and a namespace selector (labels unknown here)", alloc(map[string]any{"namespaces": []any{"shop"}, "namespaceSelectors": []any{selects(map[string]any{"tier": "lb"})}}), ""},
+		{"6 a Service selector the placeholders match", alloc(map[string]any{"serviceSelectors": []any{
+			selects(map[string]any{"app": "web"}),
+			map[string]any{"matchExpressions": []any{map[string]any{"key": LabelAddress, "operator": "Exists"}}}}}), ""},
+		{"7 Service selectors the placeholders do not match", alloc(map[string]any{"serviceSelectors": []any{selects(map[string]any{"app": "web"})}}),
+			"spec.serviceAllocation.serviceSelectors select none of the driver's placeholders (label " + LabelAddress + "): MetalLB will hold none of the class's addresses"},
+	} {
+		if got := Resolve(&public, nil, tc.pool, "metallb-system", "metallb-iad-system"); got.Refusal != "" || got.Caution != tc.caution {
+			t.Errorf("%s: refusal %q, caution %q; want accepted, caution %q", tc.name, got.Refusal, got.Caution, tc.caution)
+		}
 	}
 }

@@ -35,8 +35,11 @@ func decide(class *v1alpha1.IPAddressClass, c metallb.Class, n map[v1alpha1.IPFa
 	st := class.Status.DeepCopy()
 	cond := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: metallb.ReasonPoolAccepted,
 		Message: "provisioning from IPAddressPool " + c.PoolName}
-	if !c.Accepted() {
+	switch {
+	case !c.Accepted():
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, metallb.ReasonPoolRefused, c.Refusal
+	case c.Caution != "":
+		cond.Message += "; but " + c.Caution
 	}
 	p := plan{readyChanged: binding.SetCondition(&st.Conditions, cond, now)}
 	st.Capacity = capacity(n)
@@ -45,6 +48,9 @@ func decide(class *v1alpha1.IPAddressClass, c metallb.Class, n map[v1alpha1.IPFa
 	switch {
 	case refusedNow(p):
 		e := recorder.Warning(class, metallb.ReasonPoolRefused, "%s", c.Refusal)
+		p.event = &e
+	case p.readyChanged && c.Caution != "":
+		e := recorder.Warning(class, metallb.ReasonPoolAccepted, "%s", cond.Message)
 		p.event = &e
 	case p.readyChanged:
 		e := recorder.Normal(class, metallb.ReasonPoolAccepted, "%s", cond.Message)

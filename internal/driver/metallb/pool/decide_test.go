@@ -75,6 +75,8 @@ func TestDecideEvent(t *testing.T) {
 	refused := metallb.Class{Name: "public", PoolName: "public", Refusal: "IPAddressPool metallb-system/public not found"}
 	acceptedClass := &v1alpha1.IPAddressClass{}
 	acceptedClass.Status = decide(acceptedClass, accepted, counts(accepted, nil), now).status
+	cautioned := accepted
+	cautioned.Caution = "spec.serviceAllocation.namespaces leaves out metallb-iad-system"
 	for _, tc := range []struct {
 		name  string
 		class *v1alpha1.IPAddressClass
@@ -86,6 +88,8 @@ func TestDecideEvent(t *testing.T) {
 			&recorder.Event{Type: corev1.EventTypeNormal, Reason: metallb.ReasonPoolAccepted, Message: "provisioning from IPAddressPool public"}},
 		{"2 refused", acceptedClass, refused, nil, &recorder.Event{Type: corev1.EventTypeWarning, Reason: metallb.ReasonPoolRefused, Message: refused.Refusal}},
 		{"3 capacity only", acceptedClass, accepted, []netip.Addr{netip.MustParseAddr("203.0.113.1")}, nil},
+		{"4 accepted with a caution: a warning, the caution in the message", acceptedClass, cautioned, nil,
+			&recorder.Event{Type: corev1.EventTypeWarning, Reason: metallb.ReasonPoolAccepted, Message: "provisioning from IPAddressPool public; but " + cautioned.Caution}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := decide(tc.class, tc.c, counts(tc.c, tc.used), now).event
