@@ -359,12 +359,15 @@ func namedWait(claim *v1alpha1.IPAddressClaim, a *v1alpha1.IPAddress, class *v1a
 		return fmt.Sprintf("IPAddress %s is %s, and the claim asks for %s: it never binds it", name, binding.Family(a), want)
 	case a.Spec.ClaimRef != nil && !binding.Names(a, claim):
 		return fmt.Sprintf("waiting for IPAddress %s, whose claimRef names IPAddressClaim %s/%s (%s)", name, a.Spec.ClaimRef.Namespace, a.Spec.ClaimRef.Name, a.Status.Phase)
+	case a.Spec.ClaimRef != nil && a.Spec.ClaimRef.UID != "" && a.Spec.ClaimRef.UID != claim.UID &&
+		(a.Status.Phase != v1alpha1.AddressReleased || a.DeletionTimestamp != nil):
+		return fmt.Sprintf("waiting for IPAddress %s, which an earlier IPAddressClaim of this name (uid %s) held and which is being released or deleted", name, a.Spec.ClaimRef.UID)
 	case a.Spec.ClaimRef != nil && a.Spec.ClaimRef.UID != "" && a.Spec.ClaimRef.UID != claim.UID:
 		// A claim re-created under its name (restored) names the address
 		// its predecessor held: the same name, an older UID.
 		msg := fmt.Sprintf("waiting for IPAddress %s, which an earlier IPAddressClaim of this name (uid %s) held and which is %s: "+
 			"it is Available again once an administrator clears its spec.claimRef", name, a.Spec.ClaimRef.UID, a.Status.Phase)
-		if class.Spec.KeepReleasedInNamespace && a.Status.Phase == v1alpha1.AddressReleased {
+		if class.Spec.KeepReleasedInNamespace {
 			msg += fmt.Sprintf(" (class %q keeps it for this namespace: a claim without spec.addressName takes it back)", class.Name)
 		}
 		return msg

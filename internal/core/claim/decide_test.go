@@ -719,6 +719,10 @@ func TestNamedWait(t *testing.T) {
 		{"6 Released by an earlier claim of this name (a restored claim)", ptrTo(newAddress("203.0.113.7", "public", releasedFrom("tenant", "web", time.Now()))),
 			"waiting for IPAddress ip-203-0-113-7, which an earlier IPAddressClaim of this name (uid uid-earlier-web) held and which is Released: " +
 				"it is Available again once an administrator clears its spec.claimRef"},
+		{"7 still Bound to an earlier claim of this name (being reclaimed)", ptrTo(newAddress("203.0.113.7", "public", func(a *v1alpha1.IPAddress) {
+			a.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "tenant", Name: "web", UID: "uid-earlier-web"}
+			a.Status.Phase = v1alpha1.AddressBound
+		})), "waiting for IPAddress ip-203-0-113-7, which an earlier IPAddressClaim of this name (uid uid-earlier-web) held and which is being released or deleted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := namedWait(claim, tc.a, &public, []string{"IPv4"}); got != tc.want {

@@ -118,12 +118,12 @@ func Resolve(class *v1alpha1.IPAddressClass, classes []v1alpha1.IPAddressClass, 
 		c.Refusal = fmt.Sprintf("IPAddressPool %s/%s: spec.%v", namespace, params.Pool, err)
 		return c
 	}
+	if avoid, _, _ := unstructured.NestedBool(pool.Object, "spec", "avoidBuggyIPs"); avoid {
+		c.Ranges = withoutBuggyIPs(c.Ranges)
+	}
 	if auto, found, _ := unstructured.NestedBool(pool.Object, "spec", "autoAssign"); !found || auto {
 		c.Refusal = fmt.Sprintf("IPAddressPool %s/%s must set spec.autoAssign: false, or MetalLB hands its addresses to any Service", namespace, params.Pool)
 		return c
-	}
-	if avoid, _, _ := unstructured.NestedBool(pool.Object, "spec", "avoidBuggyIPs"); avoid {
-		c.Ranges = withoutBuggyIPs(c.Ranges)
 	}
 	if other := olderClaimant(class, classes, params.Pool); other != "" {
 		c.Refusal = fmt.Sprintf("IPAddressPool %s/%s is already named by IPAddressClass %s", namespace, params.Pool, other)

@@ -229,8 +229,13 @@ func attachable(s snapshot, p *plan) []*corev1.Service {
 			continue
 		}
 		if why := notServed(svc); why != "" {
-			p.events = append(p.events, recorder.WarningOnce(svc, metallb.ReasonNotAttachable,
-				"Service %s, so MetalLB does not serve it; the addresses of IPAddressClaim %s stay reserved and are not attached", why, s.claim.Name))
+			// An auto-claim's own Service turned ClusterIP keeps its
+			// reserved addresses for when it is a LoadBalancer again, as
+			// documented: nothing to warn about.
+			if !metav1.IsControlledBy(s.claim, svc) {
+				p.events = append(p.events, recorder.WarningOnce(svc, metallb.ReasonNotAttachable,
+					"Service %s, so MetalLB does not serve it; the addresses of IPAddressClaim %s are not attached to it", why, s.claim.Name))
+			}
 			continue
 		}
 		if other := othersPinned(s, svc); len(other) > 0 {
