@@ -20,23 +20,34 @@ type plan struct {
 	inUse string
 }
 
-// decide protects a live class and releases a deleted one only when
-// addresses (the names of its IPAddress objects, sorted) is empty.
-func decide(class *v1alpha1.IPAddressClass, addresses []string) plan {
+// decide protects a live class and releases a deleted one only when it has
+// no address left: count of them, addresses their names (sorted) when
+// there are at most maxNamed. More are told by order of magnitude: an
+// exact count would make every address that goes a new event, thousands
+// while a large class drains.
+func decide(class *v1alpha1.IPAddressClass, addresses []string, count int) plan {
 	has := controllerutil.ContainsFinalizer(class, v1alpha1.FinalizerClassProtection)
+	count = max(count, len(addresses))
 	switch {
 	case class.DeletionTimestamp == nil:
 		return plan{addFinalizer: !has}
 	case !has:
 		return plan{}
-	case len(addresses) == 0:
+	case count == 0:
 		return plan{removeFinalizer: true}
+	case count > maxNamed:
+		return plan{inUse: fmt.Sprintf("class is being deleted; waiting for %s IPAddress objects of it to go "+
+			"(kubectl get ipaddresses.local.sdn.cozystack.io --field-selector spec.className=%s)", magnitude(count), class.Name)}
 	}
-	named := addresses
-	more := ""
-	if len(named) > maxNamed {
-		named, more = named[:maxNamed], fmt.Sprintf(" and %d more", len(addresses)-maxNamed)
+	return plan{inUse: fmt.Sprintf("class is being deleted; waiting for %d IPAddress object(s) of it to go: %s",
+		count, strings.Join(addresses, ", "))}
+}
+
+// magnitude is n by its order of magnitude: "10 or more", "100 or more"…
+func magnitude(n int) string {
+	m := 1
+	for m <= n/10 {
+		m *= 10
 	}
-	return plan{inUse: fmt.Sprintf("class is being deleted; waiting for %d IPAddress object(s) of it to go: %s%s",
-		len(addresses), strings.Join(named, ", "), more)}
+	return fmt.Sprintf("%d or more", m)
 }
