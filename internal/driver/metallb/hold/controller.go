@@ -240,16 +240,22 @@ func (r *Reconciler) forClaim(ctx context.Context, o client.Object) []reconcile.
 	return index.AddressesOfClaim(ctx, r.Client, o.GetNamespace(), o.GetName())
 }
 
+// walker is what every address is walked in: the cache itself, in place
+// (a list would rebuild every address whole), or the client in tests run
+// without one.
+func (r *Reconciler) walker() client.Reader {
+	if r.Cache != nil {
+		return r.Cache
+	}
+	return r.Client
+}
+
 // ofClass walks the cache for the addresses of class: a class or a pool
 // changes seldom, and an index by class would cost an entry for every
 // address of every class, a /16 of another's among them.
 func (r *Reconciler) ofClass(ctx context.Context, class string) []reconcile.Request {
 	var reqs []reconcile.Request
-	reader := client.Reader(r.Client)
-	if r.Cache != nil {
-		reader = r.Cache
-	}
-	_ = cachetrim.Each(ctx, reader, &v1alpha1.IPAddress{}, &v1alpha1.IPAddressList{}, func(a *v1alpha1.IPAddress) {
+	_ = cachetrim.Each(ctx, r.walker(), &v1alpha1.IPAddress{}, &v1alpha1.IPAddressList{}, func(a *v1alpha1.IPAddress) {
 		if a.Spec.ClassName == class {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: a.Name}})
 		}
@@ -266,16 +272,12 @@ func (r *Reconciler) forPool(ctx context.Context, o client.Object) []reconcile.R
 // created, deleted or edited under another name must wake them too. Pool
 // spec events are rare, and Lost addresses few.
 func (r *Reconciler) lostOnes(ctx context.Context) []reconcile.Request {
-	var list v1alpha1.IPAddressList
-	if err := r.Client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil
-	}
 	var reqs []reconcile.Request
-	for i := range list.Items {
-		if a := &list.Items[i]; a.Status.Phase == v1alpha1.AddressLost && controllerutil.ContainsFinalizer(a, metallb.FinalizerTeardown) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
+	_ = cachetrim.Each(ctx, r.walker(), &v1alpha1.IPAddress{}, &v1alpha1.IPAddressList{}, func(a *v1alpha1.IPAddress) {
+		if a.Status.Phase == v1alpha1.AddressLost && controllerutil.ContainsFinalizer(a, metallb.FinalizerTeardown) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: a.Name}})
 		}
-	}
+	})
 	return reqs
 }
 
