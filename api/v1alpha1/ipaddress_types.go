@@ -77,7 +77,10 @@ type IPAddressSpec struct {
 
 	// ReclaimPolicy is what happens to this address when its claim is
 	// deleted: Retain makes it Released, Delete deletes it. Copied from the
-	// class when the address is provisioned.
+	// class when the address is provisioned. A claim with a controller
+	// owner (an auto-claim's Service) takes its addresses with it whatever
+	// this says, unless its class keeps Released addresses in their
+	// namespace.
 	// +optional
 	// +kubebuilder:default=Retain
 	ReclaimPolicy ReclaimPolicy `json:"reclaimPolicy,omitempty"`
@@ -171,8 +174,10 @@ type IPAddressStatus struct {
 	// +optional
 	AssociatedTo *WorkloadReference `json:"associatedTo,omitempty"`
 
-	// Holding is the driver's record of where it holds the address:
-	// written by drivers only, never read by the core.
+	// Holding is the driver's record of where it holds the address, written
+	// by drivers only. The core reads only whether it is set: a Released
+	// address is neither recycled nor taken back while its driver still
+	// holds it for a workload (leave it unset while the address is inert).
 	// +optional
 	Holding *Holding `json:"holding,omitempty"`
 

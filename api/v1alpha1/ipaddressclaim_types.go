@@ -91,14 +91,17 @@ type IPAddressClaimStatus struct {
 // tenant-facing API. It keeps its addresses while workloads come and go; a
 // LoadBalancer Service in the same namespace uses them by naming the claim in
 // the local.sdn.cozystack.io/ip-address-claim annotation. Deleting the claim
-// releases them according to their reclaim policy.
+// releases them according to their reclaim policy; a claim with a
+// controller owner (an auto-claim's Service) takes them with it.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ipclaim
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.status.className`
 // +kubebuilder:printcolumn:name="Family",type=string,JSONPath=`.spec.family`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
-// +kubebuilder:printcolumn:name="Addresses",type=string,JSONPath=`.status.addresses[*].address`
+// +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.addresses[0].address`
+// +kubebuilder:printcolumn:name="Address-2",type=string,JSONPath=`.status.addresses[1].address`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Bound")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule=`!has(oldSelf.status) || !((has(oldSelf.status.phase) && oldSelf.status.phase in ['Bound', 'Lost']) || (has(oldSelf.status.addresses) && size(oldSelf.status.addresses) > 0)) || (has(self.spec) && has(self.spec.className) ? self.spec.className : "") == (has(oldSelf.spec) && has(oldSelf.spec.className) ? oldSelf.spec.className : "")`,fieldPath=".spec.className",reason=FieldValueForbidden,message="cannot change once the claim is bound; delete and recreate the claim to move it"
 // +kubebuilder:validation:XValidation:rule=`!has(oldSelf.status) || !((has(oldSelf.status.phase) && oldSelf.status.phase in ['Bound', 'Lost']) || (has(oldSelf.status.addresses) && size(oldSelf.status.addresses) > 0)) || (has(self.spec) && has(self.spec.family) ? self.spec.family : 'IPv4') == (has(oldSelf.spec) && has(oldSelf.spec.family) ? oldSelf.spec.family : 'IPv4')`,fieldPath=".spec.family",reason=FieldValueForbidden,message="cannot change once the claim is bound; delete and recreate the claim to move it"

@@ -156,8 +156,10 @@ type IPAddressClass struct {
 	// +required
 	Spec IPAddressClassSpec `json:"spec"`
 
-	// status is written by the class's driver: whether it accepts the
-	// class, and how much of the class's range is left.
+	// status says whether the class's driver accepts the class and how much
+	// of its range is left (written by the driver), and how many addresses
+	// of it are in each phase and whether it is exhausted (written by the
+	// core).
 	// +optional
 	Status IPAddressClassStatus `json:"status,omitempty"`
 }

@@ -35,7 +35,8 @@ func run(dir, out string) error {
 	var b strings.Builder
 	b.WriteString("# API reference: local.sdn.cozystack.io/v1alpha1\n\n" +
 		"Generated from `config/crd` by `make generate` (test/apidocs); do not edit.\n" +
-		"`kubectl explain <kind>.spec` shows the same descriptions on a cluster.\n")
+		"`kubectl explain <kind>.spec --api-version=local.sdn.cozystack.io/v1alpha1` shows the same descriptions on a cluster\n" +
+		"(without `--api-version`, `ipaddress` means the Kubernetes networking kind; the short names `ipaddr`, `ipclaim` and `ipclass` are unambiguous).\n")
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -9,6 +10,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -259,4 +262,38 @@ func TestCRD_BoundClaimKeepsItsRequestOnly(t *testing.T) {
 	e.g.Expect(k8s.Update(e.ctx, bound)).To(Succeed(), "labels change, and spelling out the family is no change")
 	bound.Status.Phase = v1alpha1.ClaimLost
 	e.g.Expect(k8s.Status().Update(e.ctx, bound)).To(Succeed(), "the status is the core's to write")
+}
+
+// kubectl get shows both addresses of a Dual claim: the API server's
+// table takes only the first value of a column's path, so each address
+// has a column of its own.
+func TestCRD_ClaimTableShowsBothAddresses(t *testing.T) {
+	e := newEnv(t)
+	claim := e.newClaim("dual", e.class("a"), family(v1alpha1.Dual))
+	e.create(claim)
+	claim.Status.Phase = v1alpha1.ClaimBound
+	claim.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionBound, Status: metav1.ConditionTrue, Reason: v1alpha1.ReasonBound,
+		Message: "bound", LastTransitionTime: metav1.Now()}}
+	claim.Status.Addresses = []v1alpha1.ClaimedAddress{{Name: "ip-2001-db8--7", Address: "2001:db8::7"}, {Name: "ip-203-0-113-7", Address: "203.0.113.7"}}
+	e.g.Expect(k8s.Status().Update(e.ctx, claim)).To(Succeed())
+
+	cfg := rest.CopyConfig(adminCfg)
+	cfg.GroupVersion = &v1alpha1.GroupVersion
+	cfg.APIPath = "/apis"
+	cfg.NegotiatedSerializer = clientgoscheme.Codecs.WithoutConversion()
+	rc, err := rest.RESTClientFor(cfg)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	body, err := rc.Get().Namespace(e.ns).Resource("ipaddressclaims").Name("dual").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(e.ctx)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	var table metav1.Table
+	e.g.Expect(json.Unmarshal(body, &table)).To(Succeed())
+	e.g.Expect(table.Rows).To(HaveLen(1))
+	cells := map[string]any{}
+	for i, c := range table.ColumnDefinitions {
+		cells[c.Name] = table.Rows[0].Cells[i]
+	}
+	e.g.Expect(cells).To(HaveKeyWithValue("Address", "2001:db8::7"))
+	e.g.Expect(cells).To(HaveKeyWithValue("Address-2", "203.0.113.7"))
+	e.g.Expect(cells).To(HaveKeyWithValue("Reason", v1alpha1.ReasonBound), "kubectl get -o wide says why a claim is as it is")
 }
