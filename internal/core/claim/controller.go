@@ -248,12 +248,34 @@ func (r *Reconciler) classHandler() handler.EventHandler {
 			enqueue(ctx, e.Object, true, q)
 		},
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if countsOnly(e) {
+				return
+			}
 			enqueue(ctx, e.ObjectNew, resolvesAnew(e), q)
 		},
 		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			enqueue(ctx, e.Object, true, q)
 		},
 	}
+}
+
+// countsOnly says whether a class update changed nothing but the core's
+// counts of its addresses by phase (status.addresses), which no waiting
+// claim reads: what it does read — Ready, Exhausted, the driver's capacity —
+// changes in conditions and status.capacity. The core rewrites the counts
+// every few seconds while addresses move, and each write re-ran every claim
+// waiting on the class.
+func countsOnly(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*v1alpha1.IPAddressClass)
+	n, ok2 := e.ObjectNew.(*v1alpha1.IPAddressClass)
+	if !ok1 || !ok2 || equality.Semantic.DeepEqual(o.Status.Addresses, n.Status.Addresses) {
+		return false
+	}
+	ob, nb := o.DeepCopy(), n.DeepCopy()
+	for _, c := range []*v1alpha1.IPAddressClass{ob, nb} {
+		c.Status.Addresses, c.ResourceVersion, c.ManagedFields = nil, "", nil
+	}
+	return equality.Semantic.DeepEqual(ob, nb)
 }
 
 // resolvesAnew says whether a class update can change how a claim's class

@@ -301,3 +301,35 @@ func TestResolvesAnew(t *testing.T) {
 		}
 	}
 }
+
+// A class write of its counts alone wakes no waiting claim; one that also
+// changes a condition or the driver's capacity does.
+func TestCountsOnly(t *testing.T) {
+	base := newClass("public")
+	base.ResourceVersion = "1"
+	mod := func(f func(*v1alpha1.IPAddressClass)) *v1alpha1.IPAddressClass {
+		c := base.DeepCopy()
+		c.ResourceVersion = "2"
+		c.Status.Addresses = []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 4, Bound: 3, Available: 1}}
+		f(c)
+		return c
+	}
+	for _, tc := range []struct {
+		name string
+		new  *v1alpha1.IPAddressClass
+		want bool
+	}{
+		{"1 its counts alone", mod(func(*v1alpha1.IPAddressClass) {}), true},
+		{"2 its counts and Exhausted", mod(func(c *v1alpha1.IPAddressClass) {
+			c.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionExhausted, Status: metav1.ConditionTrue}}
+		}), false},
+		{"3 its counts and the driver's capacity", mod(func(c *v1alpha1.IPAddressClass) {
+			c.Status.Capacity = []v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv4, Allocated: 3}}
+		}), false},
+		{"4 not its counts", func() *v1alpha1.IPAddressClass { c := base.DeepCopy(); c.Generation = 2; return c }(), false},
+	} {
+		if got := countsOnly(event.UpdateEvent{ObjectOld: &base, ObjectNew: tc.new}); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
