@@ -315,7 +315,7 @@ func TestWalkthrough(t *testing.T) {
 		{after: "name: ip-203-0-113-10", check: func() {
 			g.Expect(r.address("ip-203-0-113-10")(g).Status.Phase).To(Equal(v1alpha1.AddressAvailable))
 		}},
-		{after: "ADDRESSES 203.0.113.10", want: []string{"203.0.113.10\n"}, check: func() {
+		{after: "ADDRESS 203.0.113.10", want: []string{"203.0.113.10\n"}, check: func() {
 			g.Expect(r.claim("default", "web").Status.Phase).To(Equal(v1alpha1.ClaimBound))
 		}},
 		{after: "kubectl delete ipclaim -n default web", check: func() {

@@ -359,20 +359,31 @@ func namedWait(claim *v1alpha1.IPAddressClaim, a *v1alpha1.IPAddress, class *v1a
 		return fmt.Sprintf("IPAddress %s is %s, and the claim asks for %s: it never binds it", name, binding.Family(a), want)
 	case a.Spec.ClaimRef != nil && !binding.Names(a, claim):
 		return fmt.Sprintf("waiting for IPAddress %s, whose claimRef names IPAddressClaim %s/%s (%s)", name, a.Spec.ClaimRef.Namespace, a.Spec.ClaimRef.Name, a.Status.Phase)
-	case a.Spec.ClaimRef != nil && a.Spec.ClaimRef.UID != "" && a.Spec.ClaimRef.UID != claim.UID &&
-		(a.Status.Phase != v1alpha1.AddressReleased || a.DeletionTimestamp != nil):
-		return fmt.Sprintf("waiting for IPAddress %s, which an earlier IPAddressClaim of this name (uid %s) held and which is being released or deleted", name, a.Spec.ClaimRef.UID)
 	case a.Spec.ClaimRef != nil && a.Spec.ClaimRef.UID != "" && a.Spec.ClaimRef.UID != claim.UID:
 		// A claim re-created under its name (restored) names the address
 		// its predecessor held: the same name, an older UID.
-		msg := fmt.Sprintf("waiting for IPAddress %s, which an earlier IPAddressClaim of this name (uid %s) held and which is %s: "+
-			"it is Available again once an administrator clears its spec.claimRef", name, a.Spec.ClaimRef.UID, a.Status.Phase)
-		if class.Spec.KeepReleasedInNamespace {
-			msg += fmt.Sprintf(" (class %q keeps it for this namespace: a claim without spec.addressName takes it back)", class.Name)
-		}
-		return msg
+		return earlierClaimsAddress(a, class)
 	}
 	return fmt.Sprintf("waiting for IPAddress %s to be Available in class %q as %s", name, class.Name, want)
+}
+
+// earlierClaimsAddress explains a claim waiting for the address an earlier
+// claim of its name held (a claim restored, or re-created at once).
+func earlierClaimsAddress(a *v1alpha1.IPAddress, class *v1alpha1.IPAddressClass) string {
+	msg := fmt.Sprintf("waiting for IPAddress %s, which an earlier IPAddressClaim of this name (uid %s) held and which is %s", a.Name, a.Spec.ClaimRef.UID, a.Status.Phase)
+	switch {
+	case a.DeletionTimestamp != nil || a.Status.Phase == v1alpha1.AddressBound || a.Status.Phase == v1alpha1.AddressPending || a.Status.Phase == "":
+		return msg + ", being released or deleted"
+	case a.Status.Phase != v1alpha1.AddressReleased:
+		// Conflict or Lost: its driver's, until an administrator clears it.
+		return msg + ": it is Available again once an administrator clears its spec.claimRef"
+	case class.Spec.KeepReleasedInNamespace:
+		return msg + fmt.Sprintf(": class %q keeps it for this namespace, and a claim without spec.addressName takes it back; "+
+			"this one binds it once an administrator clears its spec.claimRef", class.Name)
+	case class.Spec.ReleaseDelay != nil && a.Annotations[v1alpha1.AnnotationHeld] != "true":
+		return msg + fmt.Sprintf(": it is Available again %s after its release, or once an administrator clears its spec.claimRef", class.Spec.ReleaseDelay.Duration)
+	}
+	return msg + ": it is Available again once an administrator clears its spec.claimRef"
 }
 
 // whyWaiting explains a claim waiting for families of class with no

@@ -719,10 +719,15 @@ func TestNamedWait(t *testing.T) {
 		{"6 Released by an earlier claim of this name (a restored claim)", ptrTo(newAddress("203.0.113.7", "public", releasedFrom("tenant", "web", time.Now()))),
 			"waiting for IPAddress ip-203-0-113-7, which an earlier IPAddressClaim of this name (uid uid-earlier-web) held and which is Released: " +
 				"it is Available again once an administrator clears its spec.claimRef"},
+		{"6b ...in Conflict (its driver's until an administrator clears it)", ptrTo(newAddress("203.0.113.7", "public", func(a *v1alpha1.IPAddress) {
+			a.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "tenant", Name: "web", UID: "uid-earlier-web"}
+			a.Status.Phase = v1alpha1.AddressConflict
+		})), "waiting for IPAddress ip-203-0-113-7, which an earlier IPAddressClaim of this name (uid uid-earlier-web) held and which is Conflict: " +
+			"it is Available again once an administrator clears its spec.claimRef"},
 		{"7 still Bound to an earlier claim of this name (being reclaimed)", ptrTo(newAddress("203.0.113.7", "public", func(a *v1alpha1.IPAddress) {
 			a.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "tenant", Name: "web", UID: "uid-earlier-web"}
 			a.Status.Phase = v1alpha1.AddressBound
-		})), "waiting for IPAddress ip-203-0-113-7, which an earlier IPAddressClaim of this name (uid uid-earlier-web) held and which is being released or deleted"},
+		})), "waiting for IPAddress ip-203-0-113-7, which an earlier IPAddressClaim of this name (uid uid-earlier-web) held and which is Bound, being released or deleted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := namedWait(claim, tc.a, &public, []string{"IPv4"}); got != tc.want {
@@ -748,5 +753,17 @@ func TestWhyWaitingForARangeless(t *testing.T) {
 	}
 	if w := whyWaiting(snapshot{}, &class, []string{"IPv4"}); strings.Contains(w.message, "range") {
 		t.Errorf("a family the range has: %q", w.message)
+	}
+}
+
+// A restored claim waiting for the Released address of its predecessor is
+// told when the class's releaseDelay brings it back.
+func TestEarlierClaimsAddressAfterReleaseDelay(t *testing.T) {
+	class := newClass("public", func(c *v1alpha1.IPAddressClass) { c.Spec.ReleaseDelay = &metav1.Duration{Duration: time.Hour} })
+	a := newAddress("203.0.113.7", "public", releasedFrom("tenant", "web", time.Now()))
+	want := "waiting for IPAddress ip-203-0-113-7, which an earlier IPAddressClaim of this name (uid uid-earlier-web) held and which is Released: " +
+		"it is Available again 1h0m0s after its release, or once an administrator clears its spec.claimRef"
+	if got := earlierClaimsAddress(&a, &class); got != want {
+		t.Errorf("message = %q, want %q", got, want)
 	}
 }

@@ -146,6 +146,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if p.inUse != "" {
 		r.Recorder.Record(recorder.WarningOnce(&class, v1alpha1.ReasonClassInUse, "%s", p.inUse))
 	}
+	if class.DeletionTimestamp != nil && names == nil && count > 0 {
+		// Counted by the tally, which its own handler feeds and which may
+		// lag the event that woke this pass: the last address going must
+		// not leave the class held until something else wakes it.
+		return reconcile.Result{RequeueAfter: statusInterval}, nil
+	}
 	if class.DeletionTimestamp != nil {
 		return reconcile.Result{}, nil
 	}

@@ -2,17 +2,21 @@ package class
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/fakeapi"
 	"github.com/cozystack/address-controller/internal/index"
+	"github.com/cozystack/address-controller/internal/recorder"
 )
 
 func classAddress(ip string, phase v1alpha1.AddressPhase) *v1alpha1.IPAddress {
@@ -130,5 +134,25 @@ func TestSettlesOnlyWhileAddressesMove(t *testing.T) {
 	r.moved.note("public", time.Now().Add(-statusInterval))
 	if res, err := r.writeStatus(ctx, get()); err != nil || res.RequeueAfter != 0 {
 		t.Errorf("3. the last move is %s old: %+v, %v; want no requeue", statusInterval, res, err)
+	}
+}
+
+// A class being deleted whose addresses the tally counts (more than ten) is
+// looked at again: the tally may still count addresses the cache no longer
+// has, and the last one going must not leave the class held.
+func TestDeletedClassCountedByTheTallyIsLookedAtAgain(t *testing.T) {
+	ctx := context.Background()
+	class := &v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: "public", Finalizers: []string{v1alpha1.FinalizerClassProtection}}}
+	api := fakeapi.New(t, []client.Object{class})
+	if err := api.Delete(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: api, APIReader: api, Recorder: recorder.New(events.NewFakeRecorder(10)), tally: index.NewTally(tallyKeys)}
+	for i := range 11 {
+		r.tally.File(classAddress(fmt.Sprintf("192.0.2.%d", i), v1alpha1.AddressBound)) // gone from the API, not yet from the tally
+	}
+	res, err := r.Reconcile(ctx, reconcile.Request{NamespacedName: client.ObjectKey{Name: "public"}})
+	if err != nil || res.RequeueAfter != statusInterval {
+		t.Errorf("Reconcile = %+v, %v; want a look again after %s", res, err, statusInterval)
 	}
 }

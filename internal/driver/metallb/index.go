@@ -89,25 +89,11 @@ func ipStrings(ips []netip.Addr) []string {
 	return out
 }
 
-// honoured are the addresses svc pins that MetalLB would give it: none
-// for a Service it does not serve (another type, a load-balancer class),
-// nor for a pin of two addresses of one family, which it refuses. Any
-// other pin would not take an address from anybody.
-func honoured(svc *corev1.Service) []netip.Addr {
-	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass != nil {
-		return nil
-	}
-	ips := RequestedIPs(svc)
-	if len(ips) > 2 || len(ips) == 2 && ips[0].Is4() == ips[1].Is4() {
-		return nil
-	}
-	return ips
-}
-
 // Used lists the addresses of class c's pool that are taken: every
 // IPAddress in it, of any class, every address MetalLB assigned to a
-// Service, and every address a Service pins that MetalLB would honour
-// (honoured). A taken address is never
+// Service, and every address a Service pins, whatever the Service: the
+// hold controller judges any pin of an address a claim holds a Conflict,
+// so such an address is never given to a claim. A taken address is never
 // allocated again: a pin MetalLB has yet to serve (the pool was just
 // created, or the Service's namespace is not the driver's to guard) would
 // race the new address's placeholder for it.
@@ -128,7 +114,7 @@ func (b Books) Used(ctx context.Context, c Class) ([]netip.Addr, error) {
 		return nil, err
 	}
 	err := cachetrim.Each(ctx, r, &corev1.Service{}, &corev1.ServiceList{}, func(svc *corev1.Service) {
-		for _, ip := range append(IngressIPs(svc), honoured(svc)...) {
+		for _, ip := range append(IngressIPs(svc), RequestedIPs(svc)...) {
 			if c.Ranges.Contains(ip) {
 				used = append(used, ip)
 			}
