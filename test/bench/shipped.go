@@ -25,6 +25,7 @@ import (
 	"github.com/cozystack/address-controller/internal/daemon"
 	"github.com/cozystack/address-controller/policies"
 	"github.com/cozystack/address-controller/test/controlplane"
+	"github.com/cozystack/address-controller/test/proc"
 )
 
 // The controllers' identities, as the charts name them: each runs as its
@@ -155,14 +156,7 @@ func (m memoryLimit) String() string {
 }
 
 // freePort is a loopback port nothing listens on now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return proc.FreePort("127.0.0.1") }
 
 // managerArgs are the chart's flags for the manager (its Deployment's
 // args), pointed at the local control plane.

@@ -426,13 +426,11 @@ func (s *system) names(prefix string) []string {
 }
 
 func freePort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := proc.FreePort("127.0.0.1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = l.Close() }()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
+	return strconv.Itoa(p)
 }
 
 // placeholder reports whether svc is a placeholder of the driver.

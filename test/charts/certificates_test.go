@@ -162,12 +162,10 @@ func serveWebhooks(ctx context.Context, t *testing.T, cfg *rest.Config, c client
 			t.Fatal(err)
 		}
 	}
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	port, err := proc.FreePort(host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
 
 	controlplane.RunManager(t, cfg, controlplane.ManagerOptions{
 		Options: manager.Options{Scheme: scheme, WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: host, Port: port, CertDir: certDir})},

@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"path/filepath"
+	"strconv"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -68,9 +68,8 @@ func Pool(name string, autoAssign bool, addresses ...string) *unstructured.Unstr
 // with its metrics on a free port (MetalLB's default when none is found).
 func Args(kubeconfig string) []string {
 	port := "7472"
-	if l, err := net.Listen("tcp", "127.0.0.1:0"); err == nil {
-		_, port, _ = net.SplitHostPort(l.Addr().String())
-		_ = l.Close()
+	if p, err := proc.FreePort("127.0.0.1"); err == nil {
+		port = strconv.Itoa(p)
 	}
 	return []string{
 		"--kubeconfig=" + kubeconfig, "--namespace=" + Namespace, "--webhook-mode=disabled", "--disable-cert-rotation",

@@ -2,7 +2,8 @@
 // started them: each child gets its own process group (so Stop reaches
 // everything it spawned) and, on Linux, is killed by the kernel if its parent
 // dies without calling Stop. The local control plane and the playground start
-// their non-envtest processes through it.
+// their non-envtest processes through it. FreePort gives a child a port no
+// other test is handed at the same time.
 package proc
 
 import (
