@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,7 @@ import (
 	"github.com/cozystack/address-controller/internal/core"
 	"github.com/cozystack/address-controller/internal/core/webhook"
 	"github.com/cozystack/address-controller/internal/daemon"
+	"github.com/cozystack/address-controller/internal/index"
 )
 
 func main() {
@@ -53,6 +55,9 @@ func run() error {
 		return err
 	}
 	ctx := ctrl.SetupSignalHandler()
+	if err := checkAPIServer(ctx, mgr); err != nil {
+		return err
+	}
 	if err := core.Setup(ctx, mgr, opts); err != nil {
 		return err
 	}
@@ -125,6 +130,20 @@ const metallbSourceAnnotations = "metallb.io/loadBalancerIPs,metallb.io/address-
 // hold each address of its classes in MetalLB's books: as many Services as
 // the driver's classes have addresses, none of them the core's concern.
 const metallbPlaceholderLabel = "metallb.drivers.local.sdn.cozystack.io/ip-address"
+
+// checkAPIServer refuses to start against an API server that cannot serve
+// the core's reads past its cache: it would run and never bind a claim.
+// An API server not reachable yet is logged, and the manager goes on (its
+// caches wait for it as they always do).
+func checkAPIServer(ctx context.Context, mgr manager.Manager) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	refused, transient := index.CheckSelectable(ctx, mgr.GetAPIReader())
+	if transient != nil {
+		ctrl.Log.WithName("setup").Error(transient, "could not check the API server's field selectors; going on")
+	}
+	return refused
+}
 
 // whoAmI is the username the manager authenticates as.
 func whoAmI(ctx context.Context, mgr manager.Manager) (string, error) {
