@@ -33,10 +33,10 @@ func CheckSelectable(ctx context.Context, live client.Reader) (refused, transien
 		switch {
 		case err == nil:
 		case apierrors.IsBadRequest(err):
-			return fmt.Errorf("the API server does not select IPAddresses by %s (%v): the IPAddress CRD declares it in "+
+			return fmt.Errorf("the API server does not select IPAddresses by %s (%w): the IPAddress CRD declares it in "+
 				"selectableFields, which Kubernetes serves from 1.31 on, with the CustomResourceFieldSelectors feature gate", f, err), nil
 		case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
-			return fmt.Errorf("the API server serves no IPAddresses (%v): install the CRDs, which the core chart carries", err), nil
+			return fmt.Errorf("the API server serves no IPAddresses (%w): install the CRDs, which the core chart carries", err), nil
 		default:
 			return nil, fmt.Errorf("listing IPAddresses by %s: %w", f, err)
 		}
