@@ -42,6 +42,9 @@ type API struct {
 	FailAt int
 	// Failed is set once the FailAt-th write has failed.
 	Failed bool
+	// Refuse, when set, is the API server's answer to a write of obj
+	// (an admission refusal, say); nil lets the write through.
+	Refuse func(obj client.Object) error
 }
 
 // New is an API holding objs, with the IPAddress CRD's selectable fields
@@ -77,6 +80,11 @@ func (a *API) write(obj client.Object) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.writes++
+	if a.Refuse != nil {
+		if err := a.Refuse(obj); err != nil {
+			return err
+		}
+	}
 	if a.writes != a.FailAt {
 		return nil
 	}

@@ -1,6 +1,7 @@
 package retry
 
 import (
+	"errors"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,6 +35,35 @@ func OnConflict(err error) (reconcile.Result, error) {
 		return Again()
 	}
 	return reconcile.Result{}, err
+}
+
+// Told marks err as told already: the pass recorded its cause as a
+// Warning Event on the object it concerns (a tenant's full quota, an
+// admission policy refusing a write). End retries it with the same backoff
+// but without controller-runtime's "Reconciler error" line and stack trace
+// at every retry, which would say again, for good, what the object's owner
+// has been shown, and crowd out the errors nobody has.
+func Told(err error) error {
+	if err == nil {
+		return nil
+	}
+	return told{err}
+}
+
+type told struct{ error }
+
+func (t told) Unwrap() error { return t.error }
+
+// IsTold reports whether err, or an error it wraps, was Told.
+func IsTold(err error) bool { return errors.As(err, new(told)) }
+
+// End ends a pass on err: again (Again) when it lost a race for an
+// object's version or its cause was Told, with err otherwise.
+func End(err error) (reconcile.Result, error) {
+	if IsTold(err) {
+		return Again()
+	}
+	return OnConflict(err)
 }
 
 // RateLimiter is the per-item exponential backoff every controller of this

@@ -115,11 +115,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	err := r.execute(ctx, &svc, s.claim, p)
-	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-		// The Service or a namesake claim changed under us: decide again.
+	if apierrors.IsAlreadyExists(err) {
+		// A namesake claim appeared under us: decide again.
 		return retry.Again()
 	}
-	return reconcile.Result{}, err
+	// A conflict (the Service or the claim changed under us) is decided
+	// again; a refusal the Service's owner was told of is retried quietly.
+	return retry.End(err)
 }
 
 // execute creates the claim, records the events, then patches the one
@@ -135,6 +137,7 @@ func (r *Reconciler) execute(ctx context.Context, svc *corev1.Service, claim *v1
 				// retried with backoff.
 				r.Recorder.Record(recorder.WarningOnce(svc, v1alpha1.ReasonAutoClaimRefused,
 					"the API server refused IPAddressClaim %s: %s", p.create.Name, err.Error()))
+				err = retry.Told(err)
 			}
 			return fmt.Errorf("creating the claim: %w", err)
 		}
@@ -166,6 +169,7 @@ func (r *Reconciler) execute(ctx context.Context, svc *corev1.Service, claim *v1
 			if refused(err) {
 				r.Recorder.Record(recorder.WarningOnce(svc, v1alpha1.ReasonAutoClaimRefused,
 					"the API server refused the annotation %s: %s on this Service: %s", v1alpha1.AnnotationIPAddressClaim, p.annotate, err.Error()))
+				err = retry.Told(err)
 			}
 			return fmt.Errorf("annotating the Service: %w", err)
 		}

@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -121,9 +122,12 @@ func (r *Reconciler) chargeOne(ctx context.Context, key types.NamespacedName, re
 	if d.Charges == nil || dryRun && d.Refusal == "" {
 		return d.Refusal, nil
 	}
-	return d.Refusal, lock.Patch(ctx, r.Client, &rq, func() {
+	if err := lock.Patch(ctx, r.Client, &rq, func() {
 		metav1.SetMetaDataAnnotation(&rq.ObjectMeta, quota.ChargesAnnotation, d.Charges.String())
-	})
+	}); err != nil {
+		return "", fmt.Errorf("charging ResourceQuota %s: %w", key, err)
+	}
+	return d.Refusal, nil
 }
 
 // waitingInNamespace: a quota's room changed (an address of the namespace

@@ -307,10 +307,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	if s.quota, err = r.charge(ctx, &s); err != nil {
-		if apierrors.IsConflict(err) {
-			return retry.Again()
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			// Its charge cannot be written, so the claim waits: say why
+			// on it, and look again with backoff.
+			r.Recorder.Record(recorder.WarningOnce(&claim, v1alpha1.ReasonQuotaChargeRefused,
+				"the API server refused this claim's quota charge, so it waits: %v", err))
+			err = retry.Told(err)
 		}
-		return reconcile.Result{}, err
+		return retry.End(err)
 	}
 	p := decide(s)
 	if unsure(&claim, p) {

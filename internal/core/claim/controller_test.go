@@ -7,10 +7,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -20,6 +23,7 @@ import (
 	"github.com/cozystack/address-controller/internal/fakeapi"
 	"github.com/cozystack/address-controller/internal/quota"
 	"github.com/cozystack/address-controller/internal/recorder"
+	"github.com/cozystack/address-controller/internal/recorder/recordertest"
 )
 
 func TestDegrades(t *testing.T) { // and so unsure
@@ -331,5 +335,39 @@ func TestCountsOnly(t *testing.T) {
 		if got := countsOnly(event.UpdateEvent{ObjectOld: &base, ObjectNew: tc.new}); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A quota charge the API server refuses (the charges annotation grown past
+// its limit, an admission policy guarding quotas) leaves the claim waiting:
+// the claim says why, and the pass is retried with backoff, quietly.
+func TestRefusedChargeIsTold(t *testing.T) {
+	class := newClass("public")
+	web := newClaim("web", withClass("public"))
+	free := newAddress("203.0.113.1", "public", inPhase(v1alpha1.AddressAvailable))
+	rq := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "addresses"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{quota.ClassKey("public"): resource.MustParse("5")}}}
+	cache, live := fakes(t, objects(web, &class, &free, rq), objects(web, &class, &free, rq))
+	cache.(*fakeapi.API).Refuse = func(o client.Object) error {
+		if _, ok := o.(*corev1.ResourceQuota); ok {
+			return apierrors.NewInvalid(schema.GroupKind{Kind: "ResourceQuota"}, rq.Name,
+				field.ErrorList{field.TooLong(field.NewPath("metadata", "annotations"), "", 262144)})
+		}
+		return nil
+	}
+	rec := events.NewFakeRecorder(10)
+	r := reconciler(cache, live)
+	r.Recorder = recorder.New(rec)
+	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(web)})
+	if err != nil || !res.Requeue { //nolint:staticcheck // retry.Again's Requeue
+		t.Fatalf("Reconcile: %+v, %v; want a quiet retry", res, err)
+	}
+	recordertest.ExpectWarning(t, rec, v1alpha1.ReasonQuotaChargeRefused, "ResourceQuota "+ns+"/addresses")
+	var got v1alpha1.IPAddress
+	if err := cache.Get(context.Background(), client.ObjectKeyFromObject(&free), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.ClaimRef != nil {
+		t.Errorf("bound without its charge: %v", got.Spec.ClaimRef)
 	}
 }

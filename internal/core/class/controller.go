@@ -140,7 +140,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	p := decide(&class, names, count)
 	if p.addFinalizer || p.removeFinalizer {
 		if err := lock.SetFinalizer(ctx, r.Client, &class, v1alpha1.FinalizerClassProtection, p.addFinalizer); err != nil {
-			return reconcile.Result{}, fmt.Errorf("updating the class-protection finalizer: %w", err)
+			return retry.OnConflict(fmt.Errorf("updating the class-protection finalizer: %w", err))
 		}
 	}
 	if p.inUse != "" {

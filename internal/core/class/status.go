@@ -13,6 +13,7 @@ import (
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/binding"
 	"github.com/cozystack/address-controller/internal/cachetrim"
+	"github.com/cozystack/address-controller/internal/retry"
 )
 
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses/status,verbs=update
@@ -105,7 +106,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, class *v1alpha1.IPAddressC
 	updated := class.DeepCopy()
 	updated.Status = *st
 	if err := r.Client.Status().Update(ctx, updated); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
+		// The driver writes its part of the same status: a lost race is
+		// run again, not logged.
+		return retry.OnConflict(client.IgnoreNotFound(err))
 	}
 	r.last.mu.Lock()
 	if r.last.at == nil {

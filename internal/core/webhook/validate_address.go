@@ -25,12 +25,16 @@ const (
 	msgRepoint = "re-pointing a binding to another claim is never allowed; clear it first"
 
 	msgCorePhase   = "only the address-controller core moves an address between Pending, Available, Bound and Released"
-	msgDriverPhase = "only a driver moves an address into or out of Conflict and Lost"
-	msgAssociated  = "only a driver writes associatedTo, the workload it announces the address for"
-	msgHolding     = "only a driver writes holding, its record of where it holds the address"
+	msgDriverPhase = "only a driver moves an address into or out of Conflict and Lost" + driversAre
+	msgAssociated  = "only a driver writes associatedTo, the workload it announces the address for" + driversAre
+	msgHolding     = "only a driver writes holding, its record of where it holds the address" + driversAre
 	msgCoreBound   = "only the address-controller core writes the Bound condition"
 	// msgDriverCondition takes the condition's type.
-	msgDriverCondition = "only a driver writes the %s condition"
+	msgDriverCondition = "only a driver writes the %s condition" + driversAre
+	// driversAre says where a driver refused here is told to be one: a
+	// driver installed under another name than the core was told of
+	// learns what to change.
+	driversAre = " (the drivers are the core's --driver-usernames, the chart's driverUsernames)"
 )
 
 // ValidateAddressCreate checks what makes an address one object per IP: a

@@ -180,7 +180,7 @@ func TestValidateAddressStatusUpdate(t *testing.T) {
 		notAssoc     = field.ErrorList{field.Forbidden(assoc, msgAssociated)}
 		notHolding   = field.ErrorList{field.Forbidden(statusPath.Child("holding"), msgHolding)}
 		notBound     = field.ErrorList{field.Forbidden(conds.Key("Bound"), msgCoreBound)}
-		notInBackend = field.ErrorList{field.Forbidden(conds.Key("InBackend"), "only a driver writes the InBackend condition")}
+		notInBackend = field.ErrorList{field.Forbidden(conds.Key("InBackend"), "only a driver writes the InBackend condition (the drivers are the core's --driver-usernames, the chart's driverUsernames)")}
 	)
 	st := newAddress
 	var (
@@ -235,9 +235,9 @@ func TestValidateAddressStatusUpdate(t *testing.T) {
 		{"a driver can add a condition of its own", driver, st(bound), st(bound, cond("Pinned", metav1.ConditionTrue)), nil},
 		{"the core cannot write the InBackend condition", core, st(bound), st(bound, cond(v1alpha1.ConditionInBackend, metav1.ConditionTrue)), notInBackend},
 		{"the core cannot write a driver's own condition", core, st(bound), st(bound, cond("Pinned", metav1.ConditionTrue)),
-			field.ErrorList{field.Forbidden(conds.Key("Pinned"), "only a driver writes the Pinned condition")}},
+			field.ErrorList{field.Forbidden(conds.Key("Pinned"), "only a driver writes the Pinned condition (the drivers are the core's --driver-usernames, the chart's driverUsernames)")}},
 		{"an admin cannot remove the Conflict condition", admin, st(bound, cond(v1alpha1.ConditionConflict, metav1.ConditionFalse)), st(bound),
-			field.ErrorList{field.Forbidden(conds.Key("Conflict"), "only a driver writes the Conflict condition")}},
+			field.ErrorList{field.Forbidden(conds.Key("Conflict"), "only a driver writes the Conflict condition (the drivers are the core's --driver-usernames, the chart's driverUsernames)")}},
 
 		{"a driver setting Lost beside the core's Bound condition passes", driver,
 			st(bound, coreBound, associated("web")), st(lost, coreBound, cond(v1alpha1.ConditionInBackend, metav1.ConditionFalse), associated("web")), nil},

@@ -24,7 +24,7 @@ const (
 	// msgDriverFinalizer takes the finalizer.
 	msgDriverFinalizer = "a driver adds and removes only its own finalizers (<provisioner>/<name>), and %s is not one"
 	// msgClassStatus takes the provisioner.
-	msgClassStatus = "only the driver of provisioner %s writes the status of its classes"
+	msgClassStatus = "only the driver of provisioner %s writes the status of its classes" + driversAre
 )
 
 // corePrefix starts the core's own finalizers and annotations.

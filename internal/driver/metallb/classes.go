@@ -2,6 +2,7 @@ package metallb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -72,6 +73,11 @@ func (c *Classes) Changed() {
 	c.pools = nil
 }
 
+// ErrPoolUnread says a pool does not parse and this process never read it, so
+// whether MetalLB holds an address it may cover is unknown. The pool's
+// classes say PoolRefused; fixing the pool wakes their addresses.
+var ErrPoolUnread = errors.New("a pool is unknown")
+
 // Covering names the pool in MetalLB's books that contains ip (the first by
 // name), or "" when none does. This, not a class's parameters, says whether
 // MetalLB can still hold an address: a class whose parameters an operator
@@ -110,7 +116,8 @@ func (c *Classes) Covering(ctx context.Context, ip netip.Addr) (string, error) {
 	if unread != "" {
 		// Not knowing what MetalLB kept, the pass decides nothing: it
 		// would otherwise take the address for let go.
-		return "", fmt.Errorf("IPAddressPool %s/%s does not parse and was not read before: whether MetalLB still holds %s is unknown", c.Books.Namespace, unread, ip)
+		return "", fmt.Errorf("IPAddressPool %s/%s does not parse and was not read before: whether MetalLB still holds %s is unknown: %w",
+			c.Books.Namespace, unread, ip, ErrPoolUnread)
 	}
 	return "", nil
 }

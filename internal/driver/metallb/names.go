@@ -58,4 +58,9 @@ const (
 	ReasonNotAttachable      = "NotAttachable"
 	ReasonPinRefused         = "PinRefused"
 	ReasonSchemaStale        = "SchemaStale"
+	// ReasonWriteRefused: the API server refused the driver's own write
+	// to the object (an address, a class's status) or the address it
+	// creates for a claim: most often the core's webhook, which does not
+	// know the driver as one (its --driver-usernames).
+	ReasonWriteRefused = "WriteRefused"
 )

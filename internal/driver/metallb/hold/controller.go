@@ -291,6 +291,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	s, ours, err := r.gather(ctx, &a)
+	if errors.Is(err, metallb.ErrPoolUnread) {
+		// Nothing is decided while a pool is unknown, and each of its
+		// addresses, up to a /16, would log that every 30 s: the pool's
+		// fix wakes them, and a slow look again is the backstop for an
+		// address of another class it might cover.
+		logf.FromContext(ctx).V(1).Info("waiting for a pool to parse", "reason", err.Error())
+		return reconcile.Result{RequeueAfter: unreadPoolRecheck}, nil
+	}
 	if err != nil || !ours {
 		return reconcile.Result{}, err
 	}
@@ -315,8 +323,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	err = r.execute(ctx, &a, p)
-	switch {
-	case apierrors.IsAlreadyExists(err):
+	if apierrors.IsAlreadyExists(err) {
 		// Either the cache has yet to show the placeholder just created, or
 		// a Service not the driver's has its name: say so then, and look
 		// again with backoff until someone moves it.
@@ -326,10 +333,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 				r.Namespace, a.Name, metallb.LabelAddress, a.Name, a.Spec.Address))
 		}
 		return retry.Again()
-	case apierrors.IsConflict(err):
-		return retry.Again()
 	}
-	return reconcile.Result{}, err
+	// A lost race is run again, and so, quietly, is a refusal the pass
+	// told on the address or the Service.
+	return retry.End(err)
 }
 
 // refresh reads every Service of the snapshot, and every Service the
@@ -686,29 +693,8 @@ func (r *Reconciler) execute(ctx context.Context, a *v1alpha1.IPAddress, p plan)
 		}
 		p.status = nil
 	}
-	for _, svc := range p.create {
-		if err := r.Client.Create(ctx, svc); err != nil {
-			if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
-				// Say why MetalLB does not hold the address (a family the
-				// cluster's Services lack, the driver's namespace being
-				// deleted); the pass is retried with backoff.
-				r.Recorder.Record(recorder.WarningOnce(a, metallb.ReasonPlaceholderRefused,
-					"the API server refused placeholder Service %s/%s, so MetalLB does not hold %s: %v", svc.Namespace, svc.Name, a.Spec.Address, err))
-			}
-			return err
-		}
-	}
-	for _, e := range p.update {
-		if err := patch(ctx, r.Client, e.from, e.to); err != nil {
-			if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
-				// An admission policy refusing Service writes (the
-				// service-pins policy without its parameters, say): the
-				// Service's owner learns why its address does not follow.
-				r.Recorder.Record(recorder.WarningOnce(e.from, metallb.ReasonPinRefused,
-					"the API server refused the driver's change to this Service for %s (%s): %v", a.Name, a.Spec.Address, err))
-			}
-			return err
-		}
+	if err := r.writeServices(ctx, a, p); err != nil {
+		return err
 	}
 	for _, svc := range p.remove {
 		// Exactly the placeholder the pass saw: one MetalLB has since
@@ -733,6 +719,42 @@ func (r *Reconciler) execute(ctx context.Context, a *v1alpha1.IPAddress, p plan)
 	return nil
 }
 
+// writeServices creates the plan's placeholders and edits its Services; a
+// refusal is told on the address or the Service it concerns.
+func (r *Reconciler) writeServices(ctx context.Context, a *v1alpha1.IPAddress, p plan) error {
+	for _, svc := range p.create {
+		if err := r.Client.Create(ctx, svc); err != nil {
+			if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+				// Say why MetalLB does not hold the address (a family the
+				// cluster's Services lack, the driver's namespace being
+				// deleted); the pass is retried with backoff.
+				r.Recorder.Record(recorder.WarningOnce(a, metallb.ReasonPlaceholderRefused,
+					"the API server refused placeholder Service %s/%s, so MetalLB does not hold %s: %v", svc.Namespace, svc.Name, a.Spec.Address, err))
+				return retry.Told(err)
+			}
+			return err
+		}
+	}
+	for _, e := range p.update {
+		if err := patch(ctx, r.Client, e.from, e.to); err != nil {
+			if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+				// An admission policy refusing Service writes (the
+				// service-pins policy without its parameters, say): the
+				// Service's owner learns why its address does not follow.
+				r.Recorder.Record(recorder.WarningOnce(e.from, metallb.ReasonPinRefused,
+					"the API server refused the driver's change to this Service for %s (%s): %v", a.Name, a.Spec.Address, err))
+				return retry.Told(err)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// unreadPoolRecheck is how often an address waiting on a pool that does
+// not parse is looked at again, besides the pool's own events.
+const unreadPoolRecheck = 5 * time.Minute
+
 // errStaleSchema: the API server dropped the holding record from a status
 // write, as it prunes a field its IPAddress CRD does not know.
 var errStaleSchema = errors.New("the API server dropped status.holding from the address: its IPAddress CRD is older than this driver; " +
@@ -746,11 +768,16 @@ var errStaleSchema = errors.New("the API server dropped status.holding from the 
 func (r *Reconciler) writeStatus(ctx context.Context, a *v1alpha1.IPAddress, st *v1alpha1.IPAddressStatus) error {
 	a.Status = *st
 	if err := r.Client.Status().Update(ctx, a); err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			r.Recorder.Record(recorder.WarningOnce(a, metallb.ReasonWriteRefused,
+				"the API server refused the driver's status write to this address, so the driver cannot hold or pin it: %v", err))
+			return retry.Told(err)
+		}
 		return err
 	}
 	if st.Holding != nil && a.Status.Holding == nil {
 		r.Recorder.Record(recorder.WarningOnce(a, metallb.ReasonSchemaStale, "%v", errStaleSchema))
-		return errStaleSchema
+		return retry.Told(errStaleSchema)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package hold
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -26,6 +27,8 @@ import (
 	"github.com/cozystack/address-controller/internal/driver/metallb"
 	"github.com/cozystack/address-controller/internal/fakeapi"
 	"github.com/cozystack/address-controller/internal/recorder"
+	"github.com/cozystack/address-controller/internal/recorder/recordertest"
+	"github.com/cozystack/address-controller/internal/retry"
 )
 
 // apiServer is a fake API server holding objs.
@@ -322,17 +325,30 @@ func TestRefusedPlaceholderIsReported(t *testing.T) {
 	r := &Reconciler{Client: fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
 		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error { return refusal },
 	}).Build(), Recorder: recorder.New(rec)}
-	if err := r.execute(context.Background(), a, plan{create: []*corev1.Service{ph}}); !apierrors.IsInvalid(err) {
-		t.Fatalf("execute: %v, want the refusal", err)
+	if err := r.execute(context.Background(), a, plan{create: []*corev1.Service{ph}}); !apierrors.IsInvalid(err) || !retry.IsTold(err) {
+		t.Fatalf("execute: %v, want the refusal, told", err)
 	}
-	select {
-	case e := <-rec.Events:
-		if !strings.Contains(e, "Warning "+metallb.ReasonPlaceholderRefused) || !strings.Contains(e, "not configured on this cluster") {
-			t.Errorf("event %q", e)
-		}
-	default:
-		t.Error("no event")
+	recordertest.ExpectWarning(t, rec, metallb.ReasonPlaceholderRefused, "not configured on this cluster")
+}
+
+// The driver's status write refused (the core's webhook does not know it
+// as a driver): the address says so, and the pass is retried without being
+// logged as an error at every retry.
+func TestRefusedStatusWriteIsTold(t *testing.T) {
+	a := addr(v4, v1alpha1.AddressBound)
+	refusal := apierrors.NewForbidden(schema.GroupResource{Resource: "ipaddresses"}, a.Name,
+		errors.New("status.holding: Forbidden: only a driver writes holding"))
+	rec := events.NewFakeRecorder(10)
+	r := &Reconciler{Client: fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		SubResourceUpdate: func(context.Context, client.Client, string, client.Object, ...client.SubResourceUpdateOption) error {
+			return refusal
+		},
+	}).Build(), Recorder: recorder.New(rec)}
+	st := a.Status.DeepCopy()
+	if err := r.writeStatus(context.Background(), a, st); !apierrors.IsForbidden(err) || !retry.IsTold(err) {
+		t.Fatalf("writeStatus: %v, want the refusal, told", err)
 	}
+	recordertest.ExpectWarning(t, rec, metallb.ReasonWriteRefused, "only a driver writes holding")
 }
 
 // An API server whose IPAddress CRD predates the holding record prunes it
@@ -366,5 +382,30 @@ func TestStaleSchemaStopsThePin(t *testing.T) {
 		}
 	default:
 		t.Error("no event")
+	}
+}
+
+// unreadPool is a ClassBook that cannot tell the pool covering any address:
+// a pool that does not parse and was never read.
+type unreadPool struct{ judged }
+
+func (unreadPool) Covering(context.Context, netip.Addr) (string, error) {
+	return "", fmt.Errorf("IPAddressPool metallb-system/public does not parse: %w", metallb.ErrPoolUnread)
+}
+
+// An address a pool that does not parse may cover waits, without an error
+// logged every 30 s for each of a /16's addresses: the pool's fix wakes it.
+func TestUnreadPoolWaitsQuietly(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	a := addr(v4, v1alpha1.AddressBound)
+	r := &Reconciler{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(a.DeepCopy()).Build(),
+		Classes: unreadPool{judged{class: metallb.Class{Name: a.Spec.ClassName}}}, Recorder: recorder.New(events.NewFakeRecorder(10)),
+		Now: time.Now}
+	res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(a)})
+	if err != nil || res.RequeueAfter != unreadPoolRecheck {
+		t.Fatalf("Reconcile: %+v, %v; want a look again after %v and no error", res, err, unreadPoolRecheck)
 	}
 }

@@ -158,8 +158,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// first, and found nothing to forget.
 		r.forget(class.Name)
 		return reconcile.Result{}, nil
+	} else if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+		r.Recorder.Record(recorder.WarningOnce(shared, metallb.ReasonWriteRefused,
+			"the API server refused the driver's status write to this class (its readiness and capacity): %v", err))
+		return retry.End(retry.Told(err))
 	} else if err != nil {
-		return reconcile.Result{}, err
+		return retry.End(err)
 	}
 	r.mu.Lock()
 	r.written[class.Name] = now

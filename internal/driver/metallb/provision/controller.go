@@ -235,7 +235,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if p.failure != "" {
 		r.Recorder.Record(recorder.WarningOnce(&claim, metallb.ReasonProvisioningFailed, "%s", p.failure))
 	}
-	res, err := r.create(ctx, claim.UID, p.create)
+	res, err := r.create(ctx, &claim, p.create)
 	if err == nil && res.IsZero() && recheck > 0 {
 		// Only the memory said the claim has a family: if the address it
 		// remembers never shows up, nothing else would wake the claim.
@@ -250,7 +250,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // create creates the reserved addresses in order. At the first failure the
 // addresses not yet created are released — neither the claim's nor taken —
 // so that the next pass provisions their families at once.
-func (r *Reconciler) create(ctx context.Context, claim types.UID, addrs []*v1alpha1.IPAddress) (reconcile.Result, error) {
+func (r *Reconciler) create(ctx context.Context, owner *v1alpha1.IPAddressClaim, addrs []*v1alpha1.IPAddress) (reconcile.Result, error) {
+	claim := owner.UID
 	for i, a := range addrs {
 		err := r.Client.Create(ctx, a)
 		if err == nil {
@@ -267,6 +268,14 @@ func (r *Reconciler) create(ctx context.Context, claim types.UID, addrs []*v1alp
 			return retry.Again()
 		}
 		r.release(claim, a, true)
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			// Most often the core's webhook, not knowing this driver as
+			// one: the claim's owner and the operator see why nothing
+			// comes, and the pass is retried with backoff.
+			r.Recorder.Record(recorder.WarningOnce(owner, metallb.ReasonWriteRefused,
+				"the API server refused IPAddress %s (%s) for this claim: %v", a.Name, a.Spec.Address, err))
+			return retry.End(retry.Told(err))
+		}
 		return reconcile.Result{}, err
 	}
 	return reconcile.Result{}, nil

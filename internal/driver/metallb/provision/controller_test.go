@@ -12,11 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/driver/metallb"
+	"github.com/cozystack/address-controller/internal/recorder"
+	"github.com/cozystack/address-controller/internal/recorder/recordertest"
 )
 
 // A failed create leaves the reservation memory as if the failed and the
@@ -36,6 +40,7 @@ func TestCreateReleasesWhatItDidNotCreate(t *testing.T) {
 	}{
 		{"1 the IP exists already: it stays taken", apierrors.NewAlreadyExists(schema.GroupResource{}, v4.Name), []string{v4.Name}},
 		{"2 any other failure: nothing stays", errors.New("boom"), nil},
+		{"3 a refusal (the core's webhook): nothing stays", apierrors.NewForbidden(schema.GroupResource{Resource: "ipaddresses"}, v4.Name, errors.New("not a driver")), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			scheme := runtime.NewScheme()
@@ -50,11 +55,11 @@ func TestCreateReleasesWhatItDidNotCreate(t *testing.T) {
 					return c.Create(ctx, o, opts...)
 				},
 			}).Build()
-			r := &Reconciler{Client: c, inflight: map[string]inflight{},
+			r := &Reconciler{Client: c, inflight: map[string]inflight{}, Recorder: recorder.New(events.NewFakeRecorder(10)),
 				claims: map[types.UID]map[v1alpha1.IPFamily]created{}, used: map[string]usedList{}}
 			addrs := []*v1alpha1.IPAddress{v4.DeepCopy(), v6.DeepCopy()}
 			r.reserve(claimKey, addrs)
-			_, _ = r.create(context.Background(), claimKey, addrs)
+			_, _ = r.create(context.Background(), claim, addrs)
 			if fams := r.claims[claimKey]; len(fams) != 0 {
 				t.Errorf("the claim is still remembered to have %v", fams)
 			}
@@ -70,6 +75,28 @@ func TestCreateReleasesWhatItDidNotCreate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An address create the API server refuses — the core's webhook not
+// knowing this driver as one, say — is told on the claim, and the pass is
+// retried with backoff without being logged as an error at every retry.
+func TestRefusedAddressIsTold(t *testing.T) {
+	claim := &v1alpha1.IPAddressClaim{}
+	claim.Namespace, claim.Name, claim.UID = "ns", "web", "uid"
+	a := newAddress(claim, "public", v1alpha1.ReclaimRetain, netip.MustParseAddr("203.0.113.1"))
+	refusal := apierrors.NewForbidden(schema.GroupResource{Resource: "ipaddresses"}, a.Name, errors.New("status.holding: only a driver writes holding"))
+	rec := events.NewFakeRecorder(10)
+	r := &Reconciler{Client: fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error { return refusal },
+	}).Build(), Recorder: recorder.New(rec), inflight: map[string]inflight{},
+		claims: map[types.UID]map[v1alpha1.IPFamily]created{}, used: map[string]usedList{}}
+	addrs := []*v1alpha1.IPAddress{a}
+	r.reserve(claim.UID, addrs)
+	res, err := r.create(context.Background(), claim, addrs)
+	if err != nil || !res.Requeue { //nolint:staticcheck // retry.Again's Requeue
+		t.Fatalf("create: %+v, %v; want a quiet retry", res, err)
+	}
+	recordertest.ExpectWarning(t, rec, metallb.ReasonWriteRefused, "only a driver writes holding")
 }
 
 // An address the cache shows gone (removed by force, or deleted once Lost)
