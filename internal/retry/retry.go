@@ -2,6 +2,7 @@ package retry
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -53,6 +54,27 @@ func Told(err error) error {
 type told struct{ error }
 
 func (t told) Unwrap() error { return t.error }
+
+// Refusal reports whether err is the API server refusing a write for what
+// it says — admission (a webhook, a policy, a quota), validation, a
+// namespace being deleted — the kind of cause a pass tells on the object
+// and then retries quietly (Told). The authorizer refusing the caller is
+// not one: that is the operator's RBAC to fix, and stays an error, logged
+// and counted, never told to an object's owner.
+func Refusal(err error) bool {
+	if apierrors.IsInvalid(err) {
+		return true
+	}
+	return apierrors.IsForbidden(err) && !unauthorized(err)
+}
+
+// unauthorized reports whether a Forbidden is the authorizer's: its
+// message is "<resource> is forbidden: User "<name>" cannot <verb> ...".
+func unauthorized(err error) bool {
+	msg := err.Error()
+	_, rest, ok := strings.Cut(msg, `is forbidden: User "`)
+	return ok && strings.Contains(rest, `" cannot `)
+}
 
 // IsTold reports whether err, or an error it wraps, was Told.
 func IsTold(err error) bool { return errors.As(err, new(told)) }

@@ -40,3 +40,23 @@ func TestEnd(t *testing.T) {
 		t.Fatal("a told error no longer reads as what it wraps")
 	}
 }
+
+func TestRefusal(t *testing.T) {
+	svc := schema.GroupResource{Resource: "services"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"a webhook's denial", apierrors.NewForbidden(svc, "web", errors.New(`admission webhook "validate.example.com" denied the request: no`)), true},
+		{"a quota", apierrors.NewForbidden(svc, "web", errors.New(`exceeded quota: services, requested: count/services=1`)), true},
+		{"a namespace being deleted", apierrors.NewForbidden(svc, "web", errors.New(`unable to create new content in namespace shop because it is being terminated`)), true},
+		{"validation", apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "web", nil), true},
+		{"RBAC: the operator's to fix", apierrors.NewForbidden(svc, "", errors.New(`User "system:serviceaccount:metallb-iad-system:metallb-iad" cannot create resource "services" in API group "" in the namespace "shop"`)), false},
+		{"a conflict", apierrors.NewConflict(svc, "web", errors.New("changed")), false},
+	} {
+		if got := Refusal(tc.err); got != tc.want {
+			t.Errorf("%s: Refusal(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
+}

@@ -181,5 +181,5 @@ func (r *Reconciler) execute(ctx context.Context, svc *corev1.Service, claim *v1
 // the Service's owner should see (admission, a quota, the namespace), not
 // a conflict or an outage a retry gets past unseen.
 func refused(err error) bool {
-	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
+	return retry.Refusal(err) || apierrors.IsBadRequest(err)
 }

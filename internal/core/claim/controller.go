@@ -307,7 +307,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	if s.quota, err = r.charge(ctx, &s); err != nil {
-		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+		if retry.Refusal(err) {
 			// Its charge cannot be written, so the claim waits: say why
 			// on it, and look again with backoff.
 			r.Recorder.Record(recorder.WarningOnce(&claim, v1alpha1.ReasonQuotaChargeRefused,

@@ -2,7 +2,6 @@ package metallb
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -73,10 +72,18 @@ func (c *Classes) Changed() {
 	c.pools = nil
 }
 
-// ErrPoolUnread says a pool does not parse and this process never read it, so
-// whether MetalLB holds an address it may cover is unknown. The pool's
-// classes say PoolRefused; fixing the pool wakes their addresses.
-var ErrPoolUnread = errors.New("a pool is unknown")
+// PoolUnreadError says a pool does not parse and this process never read
+// it, so whether MetalLB holds an address it may cover is unknown. A class
+// naming the pool says PoolRefused, and fixing the pool wakes its
+// addresses; a pool no class names shows only in the driver's log.
+type PoolUnreadError struct {
+	Namespace, Pool string
+	IP              netip.Addr
+}
+
+func (e *PoolUnreadError) Error() string {
+	return fmt.Sprintf("IPAddressPool %s/%s does not parse and was not read before: whether MetalLB still holds %s is unknown", e.Namespace, e.Pool, e.IP)
+}
 
 // Covering names the pool in MetalLB's books that contains ip (the first by
 // name), or "" when none does. This, not a class's parameters, says whether
@@ -116,8 +123,7 @@ func (c *Classes) Covering(ctx context.Context, ip netip.Addr) (string, error) {
 	if unread != "" {
 		// Not knowing what MetalLB kept, the pass decides nothing: it
 		// would otherwise take the address for let go.
-		return "", fmt.Errorf("IPAddressPool %s/%s does not parse and was not read before: whether MetalLB still holds %s is unknown: %w",
-			c.Books.Namespace, unread, ip, ErrPoolUnread)
+		return "", &PoolUnreadError{Namespace: c.Books.Namespace, Pool: unread, IP: ip}
 	}
 	return "", nil
 }

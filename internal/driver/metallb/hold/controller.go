@@ -89,6 +89,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -153,6 +154,9 @@ type Reconciler struct {
 	// Namespace is where placeholders live.
 	Namespace string
 	Now       func() time.Time
+
+	// unreadLogged is when each unread pool was last logged.
+	unreadLogged sync.Map
 }
 
 // SetupWithManager registers the reconciler.
@@ -291,12 +295,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	s, ours, err := r.gather(ctx, &a)
-	if errors.Is(err, metallb.ErrPoolUnread) {
-		// Nothing is decided while a pool is unknown, and each of its
-		// addresses, up to a /16, would log that every 30 s: the pool's
-		// fix wakes them, and a slow look again is the backstop for an
-		// address of another class it might cover.
-		logf.FromContext(ctx).V(1).Info("waiting for a pool to parse", "reason", err.Error())
+	if unread := (*metallb.PoolUnreadError)(nil); errors.As(err, &unread) {
+		// Nothing is decided while a pool is unknown. Logged once per
+		// pool, not at every retry of each of its addresses (up to a
+		// /16); the pool's fix wakes the addresses of the classes naming
+		// it, and a look again each minute is the backstop for the rest.
+		r.unreadPool(ctx, unread)
 		return reconcile.Result{RequeueAfter: unreadPoolRecheck}, nil
 	}
 	if err != nil || !ours {
@@ -724,7 +728,7 @@ func (r *Reconciler) execute(ctx context.Context, a *v1alpha1.IPAddress, p plan)
 func (r *Reconciler) writeServices(ctx context.Context, a *v1alpha1.IPAddress, p plan) error {
 	for _, svc := range p.create {
 		if err := r.Client.Create(ctx, svc); err != nil {
-			if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			if retry.Refusal(err) {
 				// Say why MetalLB does not hold the address (a family the
 				// cluster's Services lack, the driver's namespace being
 				// deleted); the pass is retried with backoff.
@@ -737,7 +741,7 @@ func (r *Reconciler) writeServices(ctx context.Context, a *v1alpha1.IPAddress, p
 	}
 	for _, e := range p.update {
 		if err := patch(ctx, r.Client, e.from, e.to); err != nil {
-			if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			if retry.Refusal(err) {
 				// An admission policy refusing Service writes (the
 				// service-pins policy without its parameters, say): the
 				// Service's owner learns why its address does not follow.
@@ -753,7 +757,18 @@ func (r *Reconciler) writeServices(ctx context.Context, a *v1alpha1.IPAddress, p
 
 // unreadPoolRecheck is how often an address waiting on a pool that does
 // not parse is looked at again, besides the pool's own events.
-const unreadPoolRecheck = 5 * time.Minute
+const unreadPoolRecheck = time.Minute
+
+// unreadPool logs that addresses wait for a pool to parse: once per pool
+// every ten minutes, not at every look of each address.
+func (r *Reconciler) unreadPool(ctx context.Context, e *metallb.PoolUnreadError) {
+	now := time.Now()
+	if last, ok := r.unreadLogged.Load(e.Pool); ok && now.Sub(last.(time.Time)) < 10*time.Minute {
+		return
+	}
+	r.unreadLogged.Store(e.Pool, now)
+	logf.FromContext(ctx).Error(e, "addresses wait until this pool parses or is deleted; each is looked at again every minute", "pool", e.Pool)
+}
 
 // errStaleSchema: the API server dropped the holding record from a status
 // write, as it prunes a field its IPAddress CRD does not know.
@@ -768,7 +783,7 @@ var errStaleSchema = errors.New("the API server dropped status.holding from the 
 func (r *Reconciler) writeStatus(ctx context.Context, a *v1alpha1.IPAddress, st *v1alpha1.IPAddressStatus) error {
 	a.Status = *st
 	if err := r.Client.Status().Update(ctx, a); err != nil {
-		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+		if retry.Refusal(err) {
 			r.Recorder.Record(recorder.WarningOnce(a, metallb.ReasonWriteRefused,
 				"the API server refused the driver's status write to this address, so the driver cannot hold or pin it: %v", err))
 			return retry.Told(err)

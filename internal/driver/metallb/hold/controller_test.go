@@ -3,7 +3,6 @@ package hold
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -389,8 +388,8 @@ func TestStaleSchemaStopsThePin(t *testing.T) {
 // a pool that does not parse and was never read.
 type unreadPool struct{ judged }
 
-func (unreadPool) Covering(context.Context, netip.Addr) (string, error) {
-	return "", fmt.Errorf("IPAddressPool metallb-system/public does not parse: %w", metallb.ErrPoolUnread)
+func (unreadPool) Covering(_ context.Context, ip netip.Addr) (string, error) {
+	return "", &metallb.PoolUnreadError{Namespace: "metallb-system", Pool: "legacy", IP: ip}
 }
 
 // An address a pool that does not parse may cover waits, without an error

@@ -158,7 +158,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// first, and found nothing to forget.
 		r.forget(class.Name)
 		return reconcile.Result{}, nil
-	} else if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+	} else if retry.Refusal(err) {
 		r.Recorder.Record(recorder.WarningOnce(shared, metallb.ReasonWriteRefused,
 			"the API server refused the driver's status write to this class (its readiness and capacity): %v", err))
 		return retry.End(retry.Told(err))

@@ -268,7 +268,7 @@ func (r *Reconciler) create(ctx context.Context, owner *v1alpha1.IPAddressClaim,
 			return retry.Again()
 		}
 		r.release(claim, a, true)
-		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+		if retry.Refusal(err) {
 			// Most often the core's webhook, not knowing this driver as
 			// one: the claim's owner and the operator see why nothing
 			// comes, and the pass is retried with backoff.
@@ -465,6 +465,11 @@ func (r *Reconciler) release(claim types.UID, a *v1alpha1.IPAddress, free bool) 
 	delete(r.claims[claim], binding.Family(a))
 	if free {
 		delete(r.inflight, a.Name)
+		// The class's list of used addresses, reused while fresh, has
+		// this one: the next pass lists anew and offers it again, rather
+		// than the next free address (a refusal told on the claim would
+		// name another address at each retry, and be told again).
+		delete(r.used, a.Spec.ClassName)
 	}
 }
 
