@@ -79,6 +79,36 @@ func TestPodDisruptionBudgets(t *testing.T) {
 	}
 }
 
+// The core's replicas serve the webhooks every claim write needs: by
+// default they prefer different nodes, and a terminating one keeps serving
+// until its endpoint is gone (a value for affinity replaces the default).
+func TestWebhookReplicasStayReachable(t *testing.T) {
+	dep := find(t, render(t, coreChart, coreNS), "Deployment", coreChart)
+	terms, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution")
+	podLabels, _, _ := unstructured.NestedStringMap(dep.Object, "spec", "template", "metadata", "labels")
+	if len(terms) != 1 {
+		t.Fatalf("podAntiAffinity terms = %v", terms)
+	}
+	term := terms[0].(map[string]any)["podAffinityTerm"].(map[string]any)
+	selector, _, _ := unstructured.NestedStringMap(term, "labelSelector", "matchLabels")
+	if term["topologyKey"] != "kubernetes.io/hostname" || len(selector) == 0 {
+		t.Errorf("podAffinityTerm = %v", term)
+	}
+	for k, v := range selector {
+		if podLabels[k] != v {
+			t.Errorf("the anti-affinity selects %s=%s, the pods have %v", k, v, podLabels)
+		}
+	}
+	containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	if sleep, _, _ := unstructured.NestedInt64(containers[0].(map[string]any), "lifecycle", "preStop", "sleep", "seconds"); sleep <= 0 {
+		t.Errorf("the manager has no preStop sleep: %v", containers[0].(map[string]any)["lifecycle"])
+	}
+	dep = find(t, render(t, coreChart, coreNS, "--set", "affinity.podAntiAffinity=null,affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].weight=1"), "Deployment", coreChart)
+	if a, _, _ := unstructured.NestedMap(dep.Object, "spec", "template", "spec", "affinity"); a["podAntiAffinity"] != nil || a["nodeAffinity"] == nil {
+		t.Errorf("a value for affinity: %v", a)
+	}
+}
+
 // Both charts run the one image the Dockerfile builds, each its own binary.
 func TestOneImageTwoBinaries(t *testing.T) {
 	images := map[string]bool{}

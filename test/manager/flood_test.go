@@ -2,6 +2,7 @@ package manager
 
 import (
 	"bytes"
+	"crypto/tls"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -100,6 +101,32 @@ func TestManagerBinary_AdmissionFlood(t *testing.T) {
 	}
 	g.Expect(codes[http.StatusOK]).To(BeNumerically(">", 0), "some of the flood served")
 	g.Expect(post(url, small)).To(Equal(http.StatusOK), "an ordinary request admitted after the flood")
+
+	// Three senders that declare the largest body and never send it: two
+	// hold the large budget until the body deadline, the third waits for
+	// it. An ordinary request is admitted meanwhile, not queued behind them.
+	for range 3 {
+		stall(t, net.JoinHostPort(wh.Host, strconv.Itoa(wh.Port)), webhook.PathValidateAddress, webhook.MaxRequestBytes)
+	}
+	time.Sleep(200 * time.Millisecond)
+	start := time.Now()
+	g.Expect(post(url, small)).To(Equal(http.StatusOK), "an ordinary request admitted while large bodies stall")
+	t.Logf("an ordinary request beside three stalled large ones took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// stall opens a connection to the webhook server at addr and sends the
+// headers of a POST to path declaring a body of size, and no body; the
+// connection closes with the test.
+func stall(t *testing.T, addr, path string, size int) {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, insecure.Transport.(*http.Transport).TLSClientConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	if _, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", path, addr, size); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // addressReview is an AdmissionReview of an IPAddress update whose objects

@@ -17,34 +17,48 @@ import (
 // before their body is read (a small claim costs its floor, a large one
 // its size), and a body must arrive within a deadline, so a slow sender
 // cannot hold a share for ever.
+//
+// Small bodies — every object of this API the API server sends — have a
+// budget of their own: a share is handed out in order of asking, so a few
+// large requests that never send their body would otherwise hold every
+// small one behind them, and every claim write with them.
 const (
 	// MaxRequestBytes is the largest body read, controller-runtime's limit.
 	MaxRequestBytes = 7 << 20
-	// inFlightBytes is the budget: two of the largest bodies, or hundreds
-	// of ordinary ones, decoded at once.
-	inFlightBytes = 2 * MaxRequestBytes
+	// smallBody is the largest body that counts against the small budget.
+	smallBody = 1 << 20
+	// largeBytes is the large budget: two of the largest bodies decoded
+	// at once.
+	largeBytes = 2 * MaxRequestBytes
+	// smallBytes is the small budget: some two hundred ordinary requests
+	// at once, far more than the API server sends one replica.
+	smallBytes = 6 << 20
 	// requestFloor is what the smallest request counts for, so a flood of
 	// tiny requests is bounded too.
 	requestFloor = 32 << 10
 	// queueWait is how long a request waits for its share: the API server
 	// gives up on the webhook after 5 s (timeoutSeconds) anyway.
 	queueWait = 4 * time.Second
-	// bodyDeadline bounds reading one body.
-	bodyDeadline = 10 * time.Second
+	// bodyDeadline bounds reading one body: the API server sends its body
+	// at once, and has given up on the call after 5 s.
+	bodyDeadline = 3 * time.Second
 )
 
-// limit is an http.Handler that admits a request to next only within the
+// limit is an http.Handler that admits a request to next only within its
 // budget.
 type limit struct {
-	budget *semaphore.Weighted
-	wait   time.Duration // for a share of the budget
-	next   http.Handler
+	small, large *semaphore.Weighted
+	wait         time.Duration // for a share of a budget
+	next         http.Handler
 }
 
-// newLimits returns a wrapper sharing one budget among every handler it wraps.
+// newLimits returns a wrapper sharing one pair of budgets among every
+// handler it wraps.
 func newLimits() func(http.Handler) http.Handler {
-	budget := semaphore.NewWeighted(inFlightBytes)
-	return func(next http.Handler) http.Handler { return limit{budget: budget, wait: queueWait, next: next} }
+	small, large := semaphore.NewWeighted(smallBytes), semaphore.NewWeighted(largeBytes)
+	return func(next http.Handler) http.Handler {
+		return limit{small: small, large: large, wait: queueWait, next: next}
+	}
 }
 
 func (l limit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -52,18 +66,21 @@ func (l limit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "request entity is too large", http.StatusRequestEntityTooLarge)
 		return
 	}
-	cost := r.ContentLength
-	if cost < 0 { // unknown length: count the most it may read
+	cost, budget := r.ContentLength, l.large
+	switch {
+	case cost < 0: // unknown length: count the most it may read
 		cost = MaxRequestBytes
+	case cost <= smallBody:
+		budget = l.small
 	}
 	cost = max(cost, requestFloor)
 	ctx, cancel := context.WithTimeout(r.Context(), l.wait)
 	defer cancel()
-	if err := l.budget.Acquire(ctx, cost); err != nil {
+	if err := budget.Acquire(ctx, cost); err != nil {
 		http.Error(w, "too many admission requests in flight", http.StatusTooManyRequests)
 		return
 	}
-	defer l.budget.Release(cost)
+	defer budget.Release(cost)
 	// Not every ResponseWriter supports deadlines (a test recorder); the
 	// server's does.
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyDeadline))
