@@ -2,8 +2,8 @@ package manager
 
 import (
 	"bytes"
-	"crypto/tls"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
