@@ -99,6 +99,9 @@ func TestWebhookReplicasStayReachable(t *testing.T) {
 			t.Errorf("the anti-affinity selects %s=%s, the pods have %v", k, v, podLabels)
 		}
 	}
+	if grace, _, _ := unstructured.NestedInt64(dep.Object, "spec", "template", "spec", "terminationGracePeriodSeconds"); grace < 5+30 {
+		t.Errorf("terminationGracePeriodSeconds %d: the preStop sleep and a 30 s graceful shutdown do not fit", grace)
+	}
 	containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
 	if sleep, _, _ := unstructured.NestedInt64(containers[0].(map[string]any), "lifecycle", "preStop", "sleep", "seconds"); sleep <= 0 {
 		t.Errorf("the manager has no preStop sleep: %v", containers[0].(map[string]any)["lifecycle"])
