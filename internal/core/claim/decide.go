@@ -345,11 +345,16 @@ func (p *plan) match(s snapshot, class *v1alpha1.IPAddressClass, missing []v1alp
 }
 
 // namedWait says why a claim naming its address (spec.addressName) waits
-// for it: no such address, one it can never bind (another class or
-// family), one bound to another claim, or one not Available yet.
+// for it: no such address, one another namespace holds, one it can never
+// bind (another class or family), one bound to another claim, or one not
+// Available yet. Of an address another namespace holds it says nothing
+// more: tenants share pools, and a claim naming any address must not tell
+// whose it is, its phase or its class.
 func namedWait(claim *v1alpha1.IPAddressClaim, a *v1alpha1.IPAddress, class *v1alpha1.IPAddressClass, families []string) string {
 	name, want := claim.Spec.AddressName, strings.Join(families, " and ")
 	switch {
+	case a != nil && a.Spec.ClaimRef != nil && a.Spec.ClaimRef.Namespace != claim.Namespace:
+		return fmt.Sprintf("IPAddress %s is reserved outside this namespace; spec.addressName binds only an Available address", name)
 	case a == nil:
 		return fmt.Sprintf("waiting for IPAddress %s, which does not exist; spec.addressName names an IPAddress object, "+
 			"ip- followed by its IP with each . or : written as - and 0 appended to a trailing - (ip-2001-db8--0 for 2001:db8::)", name)

@@ -714,6 +714,10 @@ func TestNamedWait(t *testing.T) {
 			"IPAddress ip-203-0-113-7 is IPv6, and the claim asks for IPv4: it never binds it"},
 		{"4 bound to another claim", ptrTo(newAddress("203.0.113.7", "public", boundTo(other))),
 			"waiting for IPAddress ip-203-0-113-7, whose claimRef names IPAddressClaim tenant/db (Bound)"},
+		{"4b held in another namespace: nothing of its holder, phase or class", ptrTo(newAddress("203.0.113.7", "private", func(a *v1alpha1.IPAddress) {
+			a.Spec.ClaimRef = &v1alpha1.ClaimReference{Namespace: "other-tenant", Name: "shop", UID: "uid-shop"}
+			a.Status.Phase = v1alpha1.AddressBound
+		})), "IPAddress ip-203-0-113-7 is reserved outside this namespace; spec.addressName binds only an Available address"},
 		{"5 not Available yet", ptrTo(newAddress("203.0.113.7", "public", inPhase(v1alpha1.AddressPending))),
 			`waiting for IPAddress ip-203-0-113-7 to be Available in class "public" as IPv4`},
 		{"6 Released by an earlier claim of this name (a restored claim)", ptrTo(newAddress("203.0.113.7", "public", releasedFrom("tenant", "web", time.Now()))),

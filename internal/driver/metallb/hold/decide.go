@@ -935,11 +935,20 @@ func association(s snapshot, before, after *v1alpha1.WorkloadReference) []record
 	if s.claim != nil {
 		about = s.claim
 	}
+	// A claim's events are its tenant's to read: a Service of another
+	// namespace (the address's former tenant, when an administrator freed
+	// it while it was being taken back) is not named to it.
+	service := func(w *v1alpha1.WorkloadReference) string {
+		if s.claim != nil && w.Namespace != s.claim.Namespace {
+			return "a Service of another namespace"
+		}
+		return "Service " + w.Name
+	}
 	switch {
 	case after != nil && (before == nil || *before != *after):
-		return []recorder.Event{recorder.Normal(about, metallb.ReasonAssociated, "%s is attached to Service %s", s.ip, after.Name)}
+		return []recorder.Event{recorder.Normal(about, metallb.ReasonAssociated, "%s is attached to %s", s.ip, service(after))}
 	case after == nil && before != nil:
-		return []recorder.Event{recorder.Normal(about, metallb.ReasonDisassociated, "%s left Service %s and stays reserved", s.ip, before.Name)}
+		return []recorder.Event{recorder.Normal(about, metallb.ReasonDisassociated, "%s left %s and stays reserved", s.ip, service(before))}
 	}
 	return nil
 }

@@ -809,3 +809,25 @@ func TestRecordsTheWorkloadBeforeItsPlaceholderGoes(t *testing.T) {
 		t.Error("the record is written after the placeholder goes")
 	}
 }
+
+// A claim's events are its tenant's to read: the Service an address left is
+// named to the claim only when it is of the claim's namespace (an
+// administrator may free an address, and another tenant bind it, while the
+// driver still takes it back from its former tenant's Service).
+func TestAssociationNamesOnlyTheClaimsNamespace(t *testing.T) {
+	claim := &v1alpha1.IPAddressClaim{}
+	claim.Namespace, claim.Name = "tenant-b", "db"
+	s := snapshot{address: addr(v4, v1alpha1.AddressBound), claim: claim, ip: netip.MustParseAddr(v4)}
+	for _, tc := range []struct {
+		before *v1alpha1.WorkloadReference
+		want   string
+	}{
+		{&v1alpha1.WorkloadReference{Kind: "Service", Namespace: "tenant-a", Name: "frontend"}, v4 + " left a Service of another namespace and stays reserved"},
+		{&v1alpha1.WorkloadReference{Kind: "Service", Namespace: "tenant-b", Name: "db"}, v4 + " left Service db and stays reserved"},
+	} {
+		events := association(s, tc.before, nil)
+		if len(events) != 1 || events[0].Message != tc.want {
+			t.Errorf("before %v: %v, want %q", tc.before, events, tc.want)
+		}
+	}
+}
