@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/test/proc"
 )
 
 // Webhooks are admission webhook configurations prepared for a server on
@@ -29,7 +30,13 @@ type Webhooks struct {
 // PrepareWebhooks reads the webhook configurations in paths (directories
 // or files, e.g. config/webhook) and prepares them without installing.
 func PrepareWebhooks(paths ...string) (*Webhooks, error) {
-	opts := &envtest.WebhookInstallOptions{Paths: paths, LocalServingHost: "127.0.0.1"}
+	// envtest would pick the port by binding port 0, from the range every
+	// outgoing connection takes its local port from.
+	port, err := proc.FreePort("127.0.0.1")
+	if err != nil {
+		return nil, err
+	}
+	opts := &envtest.WebhookInstallOptions{Paths: paths, LocalServingHost: "127.0.0.1", LocalServingPort: port}
 	if err := opts.PrepWithoutInstalling(); err != nil {
 		return nil, err
 	}

@@ -101,7 +101,12 @@ func (l limit) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		defer src.Release(cost)
 	}
-	if err := budget.Acquire(ctx, cost); err != nil {
+	// In the shared queue no request waits longer than it would at the
+	// default timeout, whatever ?timeout= it names: a sender stretching
+	// its own wait would stay ahead of the API server's requests.
+	shared, cancelShared := context.WithTimeout(ctx, defaultTimeout-time.Second)
+	defer cancelShared()
+	if err := budget.Acquire(shared, cost); err != nil {
 		http.Error(w, "too many admission requests in flight", http.StatusTooManyRequests)
 		return
 	}

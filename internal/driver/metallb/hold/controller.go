@@ -290,7 +290,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	var a v1alpha1.IPAddress
 	if err := r.Client.Get(ctx, req.NamespacedName, &a); err != nil {
 		if apierrors.IsNotFound(err) {
-			return reconcile.Result{}, r.releaseOrphans(ctx, req.Name)
+			return retry.End(r.releaseOrphans(ctx, req.Name))
 		}
 		return reconcile.Result{}, err
 	}
@@ -483,6 +483,13 @@ func (r *Reconciler) releaseOrphans(ctx context.Context, name string) error {
 	}
 	for _, svc := range svcs {
 		if err := patch(ctx, r.Client, svc, orphan(svc, name)); err != nil {
+			if retry.Refusal(err) {
+				// As for any pin the driver changes: the Service's owner
+				// learns why its pin (and its deletion) waits.
+				r.Recorder.Record(recorder.WarningOnce(svc, metallb.ReasonPinRefused,
+					"the API server refused the driver's change to this Service for %s, which is gone: %v", name, err))
+				return retry.Told(err)
+			}
 			return err
 		}
 		r.Recorder.Record(recorder.Normal(svc, metallb.ReasonDisassociated,
