@@ -86,10 +86,6 @@ const (
 	ReasonRecycled       = "Recycled"
 	ReasonReclaimed      = "Reclaimed"
 	ReasonClassInUse     = "ClassInUse"
-	// ReasonQuotaChargeRefused: the API server refused the write of a
-	// claim's charge to a ResourceQuota (an annotation grown too long, an
-	// admission policy); the claim waits, and the event says why.
-	ReasonQuotaChargeRefused = "QuotaChargeRefused"
 
 	// Auto-claim events, recorded on the Service.
 	ReasonAutoClaimed              = "AutoClaimed"

@@ -306,15 +306,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	refused := false
 	if s.quota, err = r.charge(ctx, &s); err != nil {
-		if retry.Refusal(err) {
-			// Its charge cannot be written, so the claim waits: say why
-			// on it, and look again with backoff.
-			r.Recorder.Record(recorder.WarningOnce(&claim, v1alpha1.ReasonQuotaChargeRefused,
-				"the API server refused this claim's quota charge, so it waits: %v", err))
-			err = retry.Told(err)
+		if !retry.Refusal(err) {
+			return retry.End(err)
 		}
-		return retry.End(err)
+		// Its charge cannot be written (the charges annotation past its
+		// limit, a policy guarding quotas): the claim waits as on a full
+		// quota, its status and event quoting the refusal, and is looked
+		// at again with backoff.
+		s.quota, refused = "the API server refused this claim's quota charge: "+err.Error(), true
 	}
 	p := decide(s)
 	if unsure(&claim, p) {
@@ -330,6 +331,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if apierrors.IsConflict(err) {
 		// Another binder or a newer version won; the next pass re-reads.
 		logf.FromContext(ctx).V(1).Info("retrying after a conflict", "reason", err.Error())
+		return retry.Again()
+	}
+	if refused && err == nil {
 		return retry.Again()
 	}
 	return reconcile.Result{RequeueAfter: p.recheck}, err

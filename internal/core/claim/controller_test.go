@@ -339,8 +339,9 @@ func TestCountsOnly(t *testing.T) {
 }
 
 // A quota charge the API server refuses (the charges annotation grown past
-// its limit, an admission policy guarding quotas) leaves the claim waiting:
-// the claim says why, and the pass is retried with backoff, quietly.
+// its limit, an admission policy guarding quotas) leaves the claim waiting
+// as on a full quota (its status, its event and the waiting-claims metric
+// say so, quoting the refusal), and the pass is retried with backoff.
 func TestRefusedChargeIsTold(t *testing.T) {
 	class := newClass("public")
 	web := newClaim("web", withClass("public"))
@@ -362,7 +363,15 @@ func TestRefusedChargeIsTold(t *testing.T) {
 	if err != nil || !res.Requeue { //nolint:staticcheck // retry.Again's Requeue
 		t.Fatalf("Reconcile: %+v, %v; want a quiet retry", res, err)
 	}
-	recordertest.ExpectWarning(t, rec, v1alpha1.ReasonQuotaChargeRefused, "ResourceQuota "+ns+"/addresses")
+	recordertest.ExpectWarning(t, rec, v1alpha1.ReasonQuotaExceeded, "refused this claim's quota charge", "ResourceQuota "+ns+"/addresses")
+	var c v1alpha1.IPAddressClaim
+	if err := cache.Get(context.Background(), client.ObjectKeyFromObject(web), &c); err != nil {
+		t.Fatal(err)
+	}
+	if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound); c.Status.Phase != v1alpha1.ClaimPending || cond == nil ||
+		cond.Reason != v1alpha1.ReasonQuotaExceeded || !strings.Contains(cond.Message, "metadata.annotations: Too long") {
+		t.Errorf("the claim is %q with Bound condition %v; want it Pending, waiting on its quota, saying why", c.Status.Phase, cond)
+	}
 	var got v1alpha1.IPAddress
 	if err := cache.Get(context.Background(), client.ObjectKeyFromObject(&free), &got); err != nil {
 		t.Fatal(err)
