@@ -133,9 +133,20 @@ func SetCondition(conditions *[]metav1.Condition, cond metav1.Condition, now tim
 // default class, or for the auto-claim class. The core and its webhooks
 // choose from the same list.
 func AnnotatedClasses(classes []v1alpha1.IPAddressClass, key string) []string {
+	return annotated(classes, key, false)
+}
+
+// DepartingClasses returns the sorted names of the classes annotated key:
+// "true" that are being deleted: what to name when AnnotatedClasses finds
+// none, since they still show the annotation.
+func DepartingClasses(classes []v1alpha1.IPAddressClass, key string) []string {
+	return annotated(classes, key, true)
+}
+
+func annotated(classes []v1alpha1.IPAddressClass, key string, deleting bool) []string {
 	var names []string
 	for i := range classes {
-		if classes[i].Annotations[key] == "true" && classes[i].DeletionTimestamp == nil {
+		if classes[i].Annotations[key] == "true" && (classes[i].DeletionTimestamp != nil) == deleting {
 			names = append(names, classes[i].Name)
 		}
 	}

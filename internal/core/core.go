@@ -104,7 +104,7 @@ func Setup(ctx context.Context, mgr ctrl.Manager, opts Options) error {
 	// No index by class: the class controller walks the cache for the one
 	// question it would answer (see class.Reconciler).
 	if err := index.Setup(ctx, mgr.GetFieldIndexer(), index.AddressClaim, index.AddressPool, index.AddressNamespace,
-		index.ClaimWaiting, index.ClaimAddressName, index.ClaimUnresolved, index.ServiceUnclaimed); err != nil {
+		index.ClaimWaiting, index.ClaimAddressName, index.ClaimUnresolved, index.ClaimNamedWait, index.ServiceUnclaimed); err != nil {
 		return err
 	}
 	if !opts.SkipMetrics {

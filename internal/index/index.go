@@ -39,6 +39,10 @@ const (
 	ClaimAddressName = "spec.addressName"
 	// ClaimUnresolved: IPAddressClaim whose class failed to resolve, key Unresolved.
 	ClaimUnresolved = "unresolved"
+	// ClaimNamedWait: IPAddressClaim waiting for the address it names
+	// (spec.addressName), by the class it named or resolved to: a change
+	// of the class, its deletion above all, concerns it too.
+	ClaimNamedWait = "namedWait"
 	// ServiceUnclaimed: a LoadBalancer Service that names no claim, key Unclaimed.
 	ServiceUnclaimed = "unclaimed"
 )
@@ -83,6 +87,7 @@ func Setup(ctx context.Context, i client.FieldIndexer, names ...string) error {
 		{&v1alpha1.IPAddressClaim{}, ClaimWaiting, claimWaiting},
 		{&v1alpha1.IPAddressClaim{}, ClaimAddressName, claimAddressName},
 		{&v1alpha1.IPAddressClaim{}, ClaimUnresolved, claimUnresolved},
+		{&v1alpha1.IPAddressClaim{}, ClaimNamedWait, claimNamedWait},
 		{&corev1.Service{}, ServiceUnclaimed, serviceUnclaimed},
 	} {
 		if len(names) > 0 && !slices.Contains(names, x.key) {
@@ -158,6 +163,16 @@ func claimAddressName(o client.Object) []string {
 	return nil
 }
 
+func claimNamedWait(o client.Object) []string {
+	c := o.(*v1alpha1.IPAddressClaim)
+	class := binding.ClassName(c)
+	waiting := c.Status.Phase == v1alpha1.ClaimPending || c.Status.Phase == v1alpha1.ClaimLost
+	if !waiting || c.DeletionTimestamp != nil || c.Spec.AddressName == "" || class == "" {
+		return nil
+	}
+	return []string{class}
+}
+
 func claimUnresolved(o client.Object) []string {
 	c := o.(*v1alpha1.IPAddressClaim)
 	if c.DeletionTimestamp == nil && meta.IsStatusConditionPresentAndEqual(c.Status.Conditions, v1alpha1.ConditionClassResolved, metav1.ConditionFalse) {
@@ -211,6 +226,12 @@ func WaitingOnClass(ctx context.Context, c client.Reader, class string) []reconc
 		reqs = append(reqs, Requests(ctx, c, &v1alpha1.IPAddressClaimList{}, client.MatchingFields{ClaimWaiting: WaitingKey(class, f)})...)
 	}
 	return reqs
+}
+
+// NamingOnClass are requests for the claims of class waiting for the
+// address they name (ClaimNamedWait).
+func NamingOnClass(ctx context.Context, c client.Reader, class string) []reconcile.Request {
+	return Requests(ctx, c, &v1alpha1.IPAddressClaimList{}, client.MatchingFields{ClaimNamedWait: class})
 }
 
 // ClaimLifecycle passes the claim events its addresses depend on: a claim

@@ -86,6 +86,7 @@ func TestIndexes(t *testing.T) {
 		{"AddressNamespace", index.Requests(ctx, api, &v1alpha1.IPAddressList{}, client.MatchingFields{index.AddressNamespace: "t"}), []string{"a"}},
 		{"WaitingOnClass: a Pending claim is in line, unless it names its address",
 			index.WaitingOnClass(ctx, api, "public"), []string{"t/unresolved", "t/waits"}},
+		{"NamingOnClass: a Pending claim naming its address", index.NamingOnClass(ctx, api, "public"), []string{"t/named"}},
 		{"ClaimAddressName", index.Requests(ctx, api, &v1alpha1.IPAddressClaimList{}, client.MatchingFields{index.ClaimAddressName: "b"}), []string{"t/named"}},
 		{"ClaimUnresolved", index.Requests(ctx, api, &v1alpha1.IPAddressClaimList{}, client.MatchingFields{index.ClaimUnresolved: index.Unresolved}), []string{"t/unresolved"}},
 		{"ServiceUnclaimed", index.Requests(ctx, api, &corev1.ServiceList{}, client.MatchingFields{index.ServiceUnclaimed: index.Unclaimed}), []string{"t/plain"}},

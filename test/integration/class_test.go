@@ -107,12 +107,19 @@ func TestClass_Deletion_PendingClaimSaysClassNotFound(t *testing.T) {
 	startManager(t)
 
 	e.createClaim("c", class.Name)
-	e.classResolved("c", metav1.ConditionTrue, v1alpha1.ReasonResolved)
-	e.eventually(func(g Gomega) {
-		g.Expect(e.getClaim(g, "c").Status.Phase).To(Equal(v1alpha1.ClaimPending))
-	})
+	// A claim waiting for the address it names is told too.
+	absent, err := v1alpha1.IPAddressName(e.v4(99))
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.createClaim("named", class.Name, addressName(absent))
+	for _, name := range []string{"c", "named"} {
+		e.classResolved(name, metav1.ConditionTrue, v1alpha1.ReasonResolved)
+		e.eventually(func(g Gomega) {
+			g.Expect(e.getClaim(g, name).Status.Phase).To(Equal(v1alpha1.ClaimPending))
+		})
+	}
 
 	e.delete(class)
 	e.classResolved("c", metav1.ConditionFalse, v1alpha1.ReasonClassNotFound)
+	e.classResolved("named", metav1.ConditionFalse, v1alpha1.ReasonClassNotFound)
 	e.eventually(func(g Gomega) { e.gone(g, class) })
 }

@@ -225,7 +225,8 @@ func (r *Reconciler) readinessHandler() handler.EventHandler {
 }
 
 // classHandler: a class change retries the claims still waiting on the
-// class — its deletion (or the start of it) must turn their ClassResolved
+// class, for any address or for the one they name — its deletion (or the
+// start of it) must turn their ClassResolved
 // condition to ClassNotFound at once, not when something else wakes them,
 // and its counts say whether they wait on an exhausted class — and, when it
 // can change how classes resolve, the claims whose class did not resolve.
@@ -240,6 +241,9 @@ func (r *Reconciler) classHandler() handler.EventHandler {
 			}
 		}
 		for _, req := range index.WaitingOnClass(ctx, r.Client, class.GetName()) {
+			q.Add(req)
+		}
+		for _, req := range index.NamingOnClass(ctx, r.Client, class.GetName()) {
 			q.Add(req)
 		}
 	}

@@ -90,7 +90,7 @@ const (
 // waits for its driver, within the grace of its creation; the pass after
 // the grace writes it if the driver has not answered by then.
 func (p *plan) deferFirstWait(s snapshot, wait waiting) {
-	if p.status == nil || wait.reason != v1alpha1.ReasonWaitingForProvisioning || s.claim.Status.Phase != "" || len(p.events) > 0 {
+	if p.status == nil || wait.reason != v1alpha1.ReasonWaitingForProvisioning || wait.lasting || s.claim.Status.Phase != "" || len(p.events) > 0 {
 		return
 	}
 	if s.claim.Spec.ClassName == "" {
@@ -139,7 +139,7 @@ func decide(s snapshot) plan {
 		// releaseDelay.
 		matched, _ := p.match(s, res.class, takenBack(s, res.class, missing))
 		bound = append(bound, matched...)
-		wait = waiting{v1alpha1.ReasonQuotaExceeded, s.quota}
+		wait = waiting{reason: v1alpha1.ReasonQuotaExceeded, message: s.quota}
 		p.events = append(p.events, recorder.WarningOnce(claim, v1alpha1.ReasonQuotaExceeded, "%s", s.quota))
 	default:
 		var matched []v1alpha1.IPAddress
@@ -311,7 +311,12 @@ func (p *plan) stamp(claim *v1alpha1.IPAddressClaim, class *v1alpha1.IPAddressCl
 
 // waiting is why a claim with a resolved class waits: the Bound
 // condition's reason and message ("" reason: it does not wait).
-type waiting struct{ reason, message string }
+type waiting struct {
+	reason, message string
+	// lasting: nothing the driver does soon ends the wait (a family its
+	// range has none of), so the status is not deferred to spare a write.
+	lasting bool
+}
 
 // match binds, per missing family, the candidate with the smallest name:
 // spec.addressName if set, otherwise any Available address of the class and
@@ -337,7 +342,7 @@ func (p *plan) match(s snapshot, class *v1alpha1.IPAddressClass, missing []v1alp
 	switch {
 	case len(waitingFor) == 0:
 	case claim.Spec.AddressName != "":
-		wait = waiting{v1alpha1.ReasonWaitingForAddress, namedWait(claim, s.named, class, waitingFor)}
+		wait = waiting{reason: v1alpha1.ReasonWaitingForAddress, message: namedWait(claim, s.named, class, waitingFor)}
 	default:
 		wait = whyWaiting(s, class, waitingFor)
 	}
@@ -397,25 +402,27 @@ func earlierClaimsAddress(a *v1alpha1.IPAddress, class *v1alpha1.IPAddressClass)
 // place), or the driver is to provision one (WaitingForProvisioning).
 func whyWaiting(s snapshot, class *v1alpha1.IPAddressClass, families []string) waiting {
 	if c := meta.FindStatusCondition(class.Status.Conditions, v1alpha1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse {
-		return waiting{v1alpha1.ReasonPoolRefused, fmt.Sprintf("waiting for provisioner %s, which refuses class %q (%s: %s)",
+		return waiting{reason: v1alpha1.ReasonPoolRefused, message: fmt.Sprintf("waiting for provisioner %s, which refuses class %q (%s: %s)",
 			class.Spec.Provisioner, class.Name, c.Reason, c.Message)}
 	}
 	for _, f := range families {
 		if name := s.detaching[v1alpha1.IPFamily(f)]; name != "" {
-			return waiting{v1alpha1.ReasonWaitingForAddress, fmt.Sprintf("waiting for IPAddress %s, which class %q keeps for claims named %s, to be detached from its former Service",
+			return waiting{reason: v1alpha1.ReasonWaitingForAddress, message: fmt.Sprintf("waiting for IPAddress %s, which class %q keeps for claims named %s, to be detached from its former Service",
 				name, class.Name, s.claim.Name)}
 		}
 	}
 	for _, f := range families {
 		if pl := s.line[v1alpha1.IPFamily(f)]; outOfAddresses(class, v1alpha1.IPFamily(f), pl) {
-			return waiting{v1alpha1.ReasonClassExhausted, fmt.Sprintf("%s: no %s address is left to bind", standing(pl.ahead, f, class.Name), f)}
+			return waiting{reason: v1alpha1.ReasonClassExhausted, message: fmt.Sprintf("%s: no %s address is left to bind", standing(pl.ahead, f, class.Name), f)}
 		}
 	}
-	msg := fmt.Sprintf("waiting for provisioner %s to provision %s in class %q", class.Spec.Provisioner, strings.Join(families, " and "), class.Name)
+	w := waiting{reason: v1alpha1.ReasonWaitingForProvisioning,
+		message: fmt.Sprintf("waiting for provisioner %s to provision %s in class %q", class.Spec.Provisioner, strings.Join(families, " and "), class.Name)}
 	if uncounted := rangeless(class, families); len(uncounted) > 0 {
-		msg += fmt.Sprintf(", whose range it counts has no %s address (status.capacity): one is provisioned once the range has one", strings.Join(uncounted, " or "))
+		w.message += fmt.Sprintf(", whose range it counts has no %s address (status.capacity): one is provisioned once the range has one", strings.Join(uncounted, " or "))
+		w.lasting = true
 	}
-	return waiting{v1alpha1.ReasonWaitingForProvisioning, msg}
+	return w
 }
 
 // rangeless are the families of families that class's driver counts no
@@ -626,7 +633,7 @@ func (p *plan) setStatus(s snapshot, bound []v1alpha1.IPAddress, res *resolution
 	case claim.Status.Phase == v1alpha1.ClaimBound || claim.Status.Phase == v1alpha1.ClaimLost:
 		status.Phase = v1alpha1.ClaimLost
 		cond.Reason = v1alpha1.ReasonLost
-		cond.Message = lostMessage(claim, bound, lost, wait)
+		cond.Message = lostMessage(claim, bound, lost, res, wait)
 	case allHeld:
 		// Never bound, every family held, one Lost (a pre-binding accepted
 		// of an address its provisioner no longer holds): it waits for
@@ -668,14 +675,18 @@ func pendingReason(res *resolution, wait waiting) (reason, message string) {
 }
 
 // lostMessage says what a Lost claim lost and what comes next; a family
-// gone that its quota refuses to replace says so (wait).
-func lostMessage(claim *v1alpha1.IPAddressClaim, bound []v1alpha1.IPAddress, lost []string, wait waiting) string {
+// gone that its class cannot replace (res: it does not resolve) or its
+// quota refuses to (wait) says so.
+func lostMessage(claim *v1alpha1.IPAddressClaim, bound []v1alpha1.IPAddress, lost []string, res *resolution, wait waiting) string {
 	var parts []string
 	if len(lost) > 0 {
 		parts = append(parts, "address "+strings.Join(lost, ", ")+" is Lost")
 	}
 	next := "another is bound in its place once one is free or provisioned"
-	if wait.reason == v1alpha1.ReasonQuotaExceeded {
+	switch {
+	case res != nil && res.class == nil:
+		next = "another is bound in its place once its class resolves (" + res.message + ")"
+	case wait.reason == v1alpha1.ReasonQuotaExceeded:
 		next = "another is bound in its place once its quota has room (" + wait.message + ")"
 	}
 	for _, f := range binding.MissingFamilies(claim, families(bound)) {

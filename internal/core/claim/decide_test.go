@@ -645,6 +645,30 @@ func TestDecideDefersTheFirstWaitForProvisioning(t *testing.T) {
 	}
 }
 
+// A Dual claim of a class whose range has no IPv6 address holds its IPv4
+// address at once and waits for an IPv6 one that only a change of the range
+// brings: nothing supersedes that status soon, so it is written at once, the
+// IPv4 address in it, however new the claim.
+func TestDecideWritesALastingWaitAtOnce(t *testing.T) {
+	class := newClass("public", asDefault, func(c *v1alpha1.IPAddressClass) {
+		c.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Ready"}}
+		c.Status.Capacity = []v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv4, Total: 16, Available: 15}}
+	})
+	claim := newClaim("web", withFamily(v1alpha1.Dual), withClass("public"),
+		func(c *v1alpha1.IPAddressClaim) { c.CreationTimestamp = metav1.NewTime(now.Add(-time.Second)) })
+	v4 := newAddress("203.0.113.7", "public", boundTo(claim))
+	p := decide(newSnapshot(claim, []v1alpha1.IPAddress{v4}, []v1alpha1.IPAddressClass{class}, now))
+	if p.status == nil {
+		t.Fatal("4-8 status deferred for a wait nothing ends soon")
+	}
+	if p.status.Phase != v1alpha1.ClaimPending || len(p.status.Addresses) != 1 || p.status.Addresses[0].Name != v4.Name {
+		t.Errorf("4-8 status: phase %q, addresses %v; want Pending with %s", p.status.Phase, p.status.Addresses, v4.Name)
+	}
+	if got := summarize(claim, p).bound; got != v1alpha1.ReasonWaitingForProvisioning {
+		t.Errorf("4-8 bound reason = %q", got)
+	}
+}
+
 // TestReleasedMessage: the Released event and condition say what becomes
 // of the address, as its class and the held annotation decide (5-7).
 func TestReleasedMessage(t *testing.T) {
@@ -689,6 +713,20 @@ func TestLostMessageUnderQuota(t *testing.T) {
 		t.Fatalf("status %+v, want Lost", p.status)
 	}
 	const want = "the IPv4 address is gone; another is bound in its place once its quota has room (exceeded quota: ResourceQuota q)"
+	if c := meta.FindStatusCondition(p.status.Conditions, v1alpha1.ConditionBound); c == nil || c.Message != want {
+		t.Errorf("Bound condition %v, want message %q", c, want)
+	}
+}
+
+// A Lost claim whose class is gone is not promised a replacement its class
+// cannot give.
+func TestLostMessageWithoutItsClass(t *testing.T) {
+	claim := newClaim("web", withClass("gone"), withStatusClass("gone"), withPhase(v1alpha1.ClaimBound), withReported(newAddress("203.0.113.7", "gone")))
+	p := decide(newSnapshot(claim, nil, nil, now))
+	if p.status == nil || p.status.Phase != v1alpha1.ClaimLost {
+		t.Fatalf("status %+v, want Lost", p.status)
+	}
+	const want = `the IPv4 address is gone; another is bound in its place once its class resolves (IPAddressClass "gone" does not exist)`
 	if c := meta.FindStatusCondition(p.status.Conditions, v1alpha1.ConditionBound); c == nil || c.Message != want {
 		t.Errorf("Bound condition %v, want message %q", c, want)
 	}
@@ -769,5 +807,15 @@ func TestEarlierClaimsAddressAfterReleaseDelay(t *testing.T) {
 		"it is Available again 1h0m0s after its release, or once an administrator clears its spec.claimRef"
 	if got := earlierClaimsAddress(&a, &class); got != want {
 		t.Errorf("message = %q, want %q", got, want)
+	}
+}
+
+// 4-6: with no default class but one being deleted, which still shows the
+// annotation, the claim is told that one is leaving, not that none is marked.
+func TestResolveClassNamesADepartingDefault(t *testing.T) {
+	r := resolveClass(newClaim("web"), []v1alpha1.IPAddressClass{newClass("public", asDefault, classDeleting), newClass("private")})
+	want := "the claim names no class and the default class public is being deleted; name one in spec.className or mark another default"
+	if r.class != nil || r.reason != v1alpha1.ReasonNoDefaultClass || r.message != want {
+		t.Errorf("resolution: %s %q, want NoDefaultClass %q", r.reason, r.message, want)
 	}
 }

@@ -27,6 +27,11 @@ func resolveClass(claim *v1alpha1.IPAddressClaim, classes []v1alpha1.IPAddressCl
 		defaults := binding.AnnotatedClasses(classes, v1alpha1.AnnotationDefaultClass)
 		switch len(defaults) {
 		case 0:
+			if leaving := binding.DepartingClasses(classes, v1alpha1.AnnotationDefaultClass); len(leaving) > 0 {
+				return resolution{reason: v1alpha1.ReasonNoDefaultClass, message: fmt.Sprintf(
+					"the claim names no class and the default class %s is being deleted; name one in spec.className or mark another default",
+					strings.Join(leaving, ", "))}
+			}
 			return resolution{reason: v1alpha1.ReasonNoDefaultClass, message: fmt.Sprintf(
 				"the claim names no class and no IPAddressClass is annotated %s: \"true\"", v1alpha1.AnnotationDefaultClass)}
 		case 1:
