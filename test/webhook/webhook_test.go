@@ -174,6 +174,15 @@ func TestWebhooks(t *testing.T) {
 		g.Expect(c.Spec.Family).To(Equal(v1alpha1.IPv4))
 	})
 
+	t.Run("a claim restored with its status takes back the class it resolved to, not the default", func(t *testing.T) {
+		g := NewWithT(t)
+		c := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "restored"},
+			Status: v1alpha1.IPAddressClaimStatus{ClassName: "private"}}
+		g.Expect(w.tenant.Create(ctx, c, client.DryRunAll)).To(Succeed())
+		g.Expect(c.Spec.ClassName).To(Equal("private"))
+		g.Expect(c.Status.ClassName).To(BeEmpty(), "the API server drops the status on create")
+	})
+
 	t.Run("a claim naming a missing class is admitted with a warning", func(t *testing.T) {
 		g := NewWithT(t)
 		warned := &controlplane.Warnings{}
@@ -364,6 +373,38 @@ func TestWebhooks(t *testing.T) {
 		}
 		refused(g, ready("elsewhere"), "status")
 		g.Expect(ready("public")).To(Succeed(), "its own class's status is the driver's")
+	})
+
+	t.Run("a class re-created under the name its addresses outlived it with keeps their provisioner", func(t *testing.T) {
+		g := NewWithT(t)
+		// The class was removed by force; its address kept its driver's
+		// finalizer.
+		left := &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "ip-203-0-113-30", Finalizers: []string{driverProvisioner + "/teardown"}},
+			Spec: v1alpha1.IPAddressSpec{Address: "203.0.113.30", ClassName: "outlived", Source: v1alpha1.AddressSource{FromClass: &v1alpha1.FromClassSource{}}}}
+		g.Expect(w.admin.Create(ctx, left)).To(Succeed())
+		other := class("outlived", nil)
+		other.Spec.Provisioner = "other.example.com"
+		err := w.admin.Create(ctx, other)
+		refused(g, err, "spec.provisioner")
+		g.Expect(err.Error()).To(ContainSubstring("IPAddress ip-203-0-113-30 of class \"outlived\" is held by provisioner " + driverProvisioner))
+		g.Expect(w.admin.Create(ctx, class("outlived", nil))).To(Succeed(), "the provisioner holding them")
+	})
+
+	t.Run("an address a live claim holds is never deleted in the foreground: its placeholder would go first", func(t *testing.T) {
+		g := NewWithT(t)
+		var web v1alpha1.IPAddressClaim
+		g.Expect(w.admin.Get(ctx, client.ObjectKey{Namespace: "tenant", Name: "web"}, &web)).To(Succeed())
+		g.Expect(web.Status.Addresses).NotTo(BeEmpty())
+		held := &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: web.Status.Addresses[0].Name}}
+		err := w.admin.Delete(ctx, held, client.PropagationPolicy(metav1.DeletePropagationForeground), client.DryRunAll)
+		refused(g, err, "propagationPolicy")
+		g.Expect(err.Error()).To(ContainSubstring("IPAddressClaim tenant/web holds the address"))
+		g.Expect(w.admin.Delete(ctx, held, client.DryRunAll)).To(Succeed(), "in the background, as kubectl deletes")
+		free := &v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "ip-203-0-113-31"},
+			Spec: v1alpha1.IPAddressSpec{Address: "203.0.113.31", ClassName: "public", Source: v1alpha1.AddressSource{FromClass: &v1alpha1.FromClassSource{}}}}
+		g.Expect(w.admin.Create(ctx, free)).To(Succeed())
+		g.Expect(w.admin.Delete(ctx, free, client.PropagationPolicy(metav1.DeletePropagationForeground), client.DryRunAll)).To(Succeed(),
+			"an address no live claim holds goes as asked")
 	})
 
 	t.Run("a driver never adds or removes the core's finalizers", func(t *testing.T) {

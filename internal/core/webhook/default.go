@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"gomodules.xyz/jsonpatch/v2"
@@ -18,9 +19,13 @@ import (
 // spec.className becomes the single default class, so the claim's spec says
 // what it was resolved against; with no default class or several it stays
 // empty and the core's own resolution (§4 step 6, which records the result
-// in status.className) takes over once there is exactly one. A named class
-// that does not exist is kept — it may be created later — with a warning.
-// classes is every IPAddressClass.
+// in status.className) takes over once there is exactly one. A claim
+// created with a status (restored from a backup: the API server drops the
+// status only after admission) takes the class it resolved to before from
+// its status.className, the sticky record, not today's default (unless
+// that class is being deleted). A named
+// class that does not exist is kept — it may be created later — with a
+// warning. classes is every IPAddressClass.
 func DefaultClaim(claim *v1alpha1.IPAddressClaim, classes []v1alpha1.IPAddressClass) (warnings []string) {
 	if claim == nil {
 		return nil
@@ -28,10 +33,21 @@ func DefaultClaim(claim *v1alpha1.IPAddressClaim, classes []v1alpha1.IPAddressCl
 	if claim.Spec.Family == "" {
 		claim.Spec.Family = v1alpha1.IPv4
 	}
+	if claim.Spec.ClassName == "" && claim.Status.ClassName != "" && !departing(claim.Status.ClassName, classes) {
+		claim.Spec.ClassName = claim.Status.ClassName
+	}
 	if claim.Spec.ClassName == "" {
 		return defaultClassName(claim, classes)
 	}
 	return checkClassName(claim.Spec.ClassName, classes)
+}
+
+// departing reports whether class name exists and is being deleted: a
+// restored claim's former class that takes no new claims is not taken back
+// (one not created yet is: a restore brings the classes last).
+func departing(name string, classes []v1alpha1.IPAddressClass) bool {
+	i := slices.IndexFunc(classes, func(c v1alpha1.IPAddressClass) bool { return c.Name == name })
+	return i >= 0 && classes[i].DeletionTimestamp != nil
 }
 
 // defaultClassName sets the single default class that is not being deleted,
@@ -43,6 +59,12 @@ func defaultClassName(claim *v1alpha1.IPAddressClaim, classes []v1alpha1.IPAddre
 		claim.Spec.ClassName = defaults[0]
 		return nil
 	case 0:
+		if leaving := binding.DepartingClasses(classes, v1alpha1.AnnotationDefaultClass); len(leaving) > 0 {
+			return []string{fmt.Sprintf(
+				"spec.className is left empty: the default IPAddressClass %s is being deleted; "+
+					"the claim stays Pending until another class is annotated %s: \"true\", or until it names a class",
+				strings.Join(leaving, ", "), v1alpha1.AnnotationDefaultClass)}
+		}
 		return []string{fmt.Sprintf(
 			"spec.className is left empty: no IPAddressClass is annotated %s: \"true\"; "+
 				"the claim stays Pending until one is, or until it names a class", v1alpha1.AnnotationDefaultClass)}

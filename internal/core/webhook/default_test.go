@@ -82,9 +82,10 @@ func TestDefaultClaim(t *testing.T) {
 		{"with no class at all className stays empty, with a warning",
 			v1alpha1.IPAddressClaimSpec{}, nil,
 			v1alpha1.IPAddressClaimSpec{Family: v1alpha1.IPv4}, []string{noDefault}},
-		{"a default class being deleted is no default",
+		{"a default class being deleted is no default, and the warning names it",
 			v1alpha1.IPAddressClaimSpec{}, []v1alpha1.IPAddressClass{class("public", isDefault, beingDeleted)},
-			v1alpha1.IPAddressClaimSpec{Family: v1alpha1.IPv4}, []string{noDefault}},
+			v1alpha1.IPAddressClaimSpec{Family: v1alpha1.IPv4}, []string{"spec.className is left empty: the default IPAddressClass public is being deleted; " +
+				"the claim stays Pending until another class is annotated ipaddressclass.local.sdn.cozystack.io/is-default-class: \"true\", or until it names a class"}},
 		{"an annotation value other than \"true\" makes no default",
 			v1alpha1.IPAddressClaimSpec{}, []v1alpha1.IPAddressClass{class("public", annotated(v1alpha1.AnnotationDefaultClass, "True"))},
 			v1alpha1.IPAddressClaimSpec{Family: v1alpha1.IPv4}, []string{noDefault}},
@@ -114,6 +115,29 @@ func TestDefaultClaim(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.warnings, warnings, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("warnings (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A claim restored from a backup comes with the status it had: it takes
+// back the class it resolved to (status.className), not today's default,
+// and a class it names is kept.
+func TestDefaultClaimFromItsRestoredStatus(t *testing.T) {
+	classes := []v1alpha1.IPAddressClass{class("kept"), class("public", isDefault), class("leaving", beingDeleted)}
+	for _, tc := range []struct{ name, spec, resolved, want string }{
+		{"restored: its former class", "", "kept", "kept"},
+		{"restored before its class (a restore brings classes last): its former class", "", "later", "later"},
+		{"restored, its class being deleted: the default, as for a new claim", "", "leaving", "public"},
+		{"a class it names wins", "public", "kept", "public"},
+		{"no status: the default", "", "", "public"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			claim := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web"},
+				Spec: v1alpha1.IPAddressClaimSpec{ClassName: tc.spec}, Status: v1alpha1.IPAddressClaimStatus{ClassName: tc.resolved}}
+			DefaultClaim(claim, classes)
+			if claim.Spec.ClassName != tc.want {
+				t.Errorf("spec.className = %q, want %q", claim.Spec.ClassName, tc.want)
 			}
 		})
 	}

@@ -16,6 +16,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -40,7 +41,7 @@ const (
 // +kubebuilder:webhook:path=/mutate-ipaddressclaim,mutating=true,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=create,versions=v1alpha1,name=default.ipaddressclaims.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/mutate-ipaddress,mutating=true,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=create,versions=v1alpha1,name=default.ipaddresses.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/validate-ipaddressclaim,mutating=false,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddressclaims;ipaddressclaims/status,verbs=update,versions=v1alpha1,name=validate.ipaddressclaims.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
-// +kubebuilder:webhook:path=/validate-ipaddress,mutating=false,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddresses;ipaddresses/status,verbs=create;update,versions=v1alpha1,name=validate.ipaddresses.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
+// +kubebuilder:webhook:path=/validate-ipaddress,mutating=false,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddresses;ipaddresses/status,verbs=create;update;delete,versions=v1alpha1,name=validate.ipaddresses.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
 // +kubebuilder:webhook:path=/validate-ipaddressclass,mutating=false,failurePolicy=fail,sideEffects=None,groups=local.sdn.cozystack.io,resources=ipaddressclasses;ipaddressclasses/status,verbs=create;update,versions=v1alpha1,name=validate.ipaddressclasses.local.sdn.cozystack.io,admissionReviewVersions=v1,timeoutSeconds=5
 
 // Setup registers the handlers on mgr's webhook server.
@@ -63,7 +64,8 @@ type handlers struct {
 	// validator look at, from the manager's cache.
 	reader client.Reader
 	// live reads the API server, for the rare question the cache may
-	// answer too late (holding).
+	// answer too late (holding) or only by walking it (a class's
+	// addresses); nil in some unit tests.
 	live       client.Reader
 	decoder    admission.Decoder
 	principals Principals
@@ -183,6 +185,25 @@ func (h handlers) claimOf(ctx context.Context, ref *v1alpha1.ClaimReference) (*v
 
 func (h handlers) validateAddress(ctx context.Context, req admission.Request) admission.Response {
 	var a v1alpha1.IPAddress
+	if req.Operation == admissionv1.Delete {
+		var options metav1.DeleteOptions
+		if len(req.Options.Raw) > 0 {
+			if err := json.Unmarshal(req.Options.Raw, &options); err != nil {
+				return admission.Errored(http.StatusBadRequest, err)
+			}
+		}
+		if options.PropagationPolicy == nil || *options.PropagationPolicy != metav1.DeletePropagationForeground {
+			return admission.Allowed("")
+		}
+		if err := h.decoder.DecodeRaw(req.OldObject, &a); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		claim, err := h.claimOf(ctx, a.Spec.ClaimRef)
+		if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		return respond(req, ValidateAddressDelete(&options, Holder(a.Spec.ClaimRef, claim), nil))
+	}
 	if req.Operation == admissionv1.Create {
 		if err := h.decoder.Decode(req, &a); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
@@ -276,7 +297,15 @@ func (h handlers) validateClass(ctx context.Context, req admission.Request) admi
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	if req.Operation == admissionv1.Create {
-		return respond(req, ValidateClassCreate(&class, classes.Items, nil))
+		// From the API server, by the selectable field: a class create is
+		// rare, and the cache keeps no index of addresses by class.
+		var addrs v1alpha1.IPAddressList
+		if h.live != nil {
+			if err := h.live.List(ctx, &addrs, client.MatchingFields{index.SelectableClassName: class.Name}, client.Limit(20)); err != nil {
+				return admission.Errored(http.StatusInternalServerError, err)
+			}
+		}
+		return respond(req, append(ValidateClassCreate(&class, classes.Items, nil), ValidateClassProvisioner(&class, addrs.Items, h.principals.Provisioners(), nil)...))
 	}
 	var old v1alpha1.IPAddressClass
 	if err := h.decoder.DecodeRaw(req.OldObject, &old); err != nil {

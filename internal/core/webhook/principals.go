@@ -33,6 +33,16 @@ type Principals struct {
 	AdminUsers []string
 }
 
+// Provisioners are the provisioners the drivers are scoped to, sorted.
+func (p Principals) Provisioners() []string {
+	var out []string
+	for _, ps := range p.Scopes {
+		out = append(out, ps...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
 // IsCore reports whether u is the address-controller core.
 func (p Principals) IsCore(u authenticationv1.UserInfo) bool {
 	return slices.Contains(p.Core, u.Username)

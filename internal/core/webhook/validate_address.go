@@ -37,6 +37,22 @@ const (
 	driversAre = " (the drivers are the core's --driver-usernames, the chart's driverUsernames)"
 )
 
+// ValidateAddressDelete refuses the foreground deletion of an address a
+// live claim holds (holder, from Holder): the garbage collector would first
+// delete what the address owns — the driver's placeholder holding the IP in
+// its backend — while the core keeps the address for its claim, so the IP
+// would be left unheld, for any Service pinning it to take. An address no
+// live claim holds goes at once, whatever the policy. fldPath is the path
+// of the delete options.
+func ValidateAddressDelete(options *metav1.DeleteOptions, holder *v1alpha1.IPAddressClaim, fldPath *field.Path) field.ErrorList {
+	if holder == nil || options == nil || options.PropagationPolicy == nil || *options.PropagationPolicy != metav1.DeletePropagationForeground {
+		return nil
+	}
+	return field.ErrorList{field.Invalid(fldPath.Child("propagationPolicy"), *options.PropagationPolicy,
+		fmt.Sprintf("IPAddressClaim %s/%s holds the address, and a foreground deletion would delete its hold on the IP first; delete it in the background (the default), or delete the claim",
+			holder.Namespace, holder.Name))}
+}
+
 // ValidateAddressCreate checks what makes an address one object per IP: a
 // canonical spec.address and the name derived from it. The CRD's CEL
 // checks both too; this names the field and the expected value. fldPath is

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 )
@@ -323,6 +324,32 @@ func TestValidatePreBinding(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkErrors(t, ValidatePreBinding(tc.ref, tc.claim, spec), tc.want)
+		})
+	}
+}
+
+// An address a live claim holds is never deleted in the foreground: the
+// garbage collector would delete its placeholder first. Any other goes as
+// asked.
+func TestValidateAddressDelete(t *testing.T) {
+	holder := &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web"}}
+	path := (*field.Path)(nil).Child("propagationPolicy")
+	for _, tc := range []struct {
+		name   string
+		policy *metav1.DeletionPropagation
+		holder *v1alpha1.IPAddressClaim
+		want   field.ErrorList
+	}{
+		{"held, no policy: the default, Background", nil, holder, nil},
+		{"held, Background", ptr.To(metav1.DeletePropagationBackground), holder, nil},
+		{"held, Orphan", ptr.To(metav1.DeletePropagationOrphan), holder, nil},
+		{"held, Foreground: refused on the field, naming the claim", ptr.To(metav1.DeletePropagationForeground), holder,
+			field.ErrorList{field.Invalid(path, metav1.DeletePropagationForeground,
+				"IPAddressClaim tenant/web holds the address, and a foreground deletion would delete its hold on the IP first; delete it in the background (the default), or delete the claim")}},
+		{"no live claim holds it, Foreground: it goes at once anyway", ptr.To(metav1.DeletePropagationForeground), nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkErrors(t, ValidateAddressDelete(&metav1.DeleteOptions{PropagationPolicy: tc.policy}, tc.holder, nil), tc.want)
 		})
 	}
 }

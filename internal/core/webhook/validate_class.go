@@ -28,6 +28,34 @@ func ValidateClassCreate(class *v1alpha1.IPAddressClass, others []v1alpha1.IPAdd
 	return append(ValidateFlagAnnotations(nil, class.Annotations, ClassFlags, fldPath), validateUniqueAnnotations(nil, class, others, fldPath)...)
 }
 
+// ValidateClassProvisioner refuses a class created under the name of one
+// whose addresses outlived it (its finalizer removed by hand) for another
+// provisioner than the driver holding them: that driver would no longer
+// know its addresses, and the Services and finalizers it keeps on their
+// behalf would stay for good. A driver holds an address by a finalizer
+// under its provisioner's name; only the provisioners of drivers the core
+// knows (drivers, from --driver-usernames) count, so a finalizer of some
+// other tool refuses nothing. addresses are some of those of class.Name
+// (one page suffices: a class's addresses are all its driver's). fldPath
+// is the object's path.
+func ValidateClassProvisioner(class *v1alpha1.IPAddressClass, addresses []v1alpha1.IPAddress, drivers []string, fldPath *field.Path) field.ErrorList {
+	for i := range addresses {
+		a := &addresses[i]
+		if a.Spec.ClassName != class.Name {
+			continue
+		}
+		for _, f := range a.Finalizers {
+			driver, _, ok := strings.Cut(f, "/")
+			if !ok || driver == class.Spec.Provisioner || !slices.Contains(drivers, driver) {
+				continue
+			}
+			return field.ErrorList{field.Invalid(fldPath.Child("spec", "provisioner"), class.Spec.Provisioner,
+				fmt.Sprintf("IPAddress %s of class %q is held by provisioner %s; re-create the class with that provisioner, or delete the class's addresses first", a.Name, class.Name, driver))}
+		}
+	}
+	return nil
+}
+
 // ValidateClassUpdate keeps spec.provisioner (the driver whose addresses the
 // class already has) and refuses an update that makes the class a second
 // default or auto-claim class. An annotation the class already carried is

@@ -3,6 +3,7 @@ package webhook
 import (
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -48,6 +49,41 @@ func TestValidateClassCreate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			checkErrors(t, ValidateClassCreate(&tc.class, tc.others, nil), tc.want)
+		})
+	}
+}
+
+// A class created under the name of addresses that outlived a former one
+// must be of the provisioner holding them.
+func TestValidateClassProvisioner(t *testing.T) {
+	const metallb = "metallb.drivers.local.sdn.cozystack.io"
+	addr := func(class string, finalizers ...string) v1alpha1.IPAddress {
+		return v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: "ip-203-0-113-7", Finalizers: finalizers},
+			Spec: v1alpha1.IPAddressSpec{Address: "203.0.113.7", ClassName: class}}
+	}
+	provisionerPath := (*field.Path)(nil).Child("spec", "provisioner")
+	for _, tc := range []struct {
+		name  string
+		class v1alpha1.IPAddressClass
+		addrs []v1alpha1.IPAddress
+		want  field.ErrorList
+	}{
+		{"no address of the name", class("public"), nil, nil},
+		{"its addresses are its provisioner's", class("public"),
+			[]v1alpha1.IPAddress{addr("public", v1alpha1.FinalizerAddressProtection, metallb+"/teardown")}, nil},
+		{"addresses no driver holds (a static class's) say nothing", class("public"),
+			[]v1alpha1.IPAddress{addr("public", v1alpha1.FinalizerAddressProtection)}, nil},
+		{"another class's address does not count", class("public"),
+			[]v1alpha1.IPAddress{addr("private", "aws.drivers.local.sdn.cozystack.io/teardown")}, nil},
+		{"a finalizer of a provisioner no driver is scoped to (another tool's) does not count", class("public"),
+			[]v1alpha1.IPAddress{addr("public", "backup.example.com/keep")}, nil},
+		{"addresses another provisioner holds: refused on spec.provisioner, naming it", class("public"),
+			[]v1alpha1.IPAddress{addr("public", v1alpha1.FinalizerAddressProtection, "aws.drivers.local.sdn.cozystack.io/teardown")},
+			field.ErrorList{field.Invalid(provisionerPath, metallb,
+				`IPAddress ip-203-0-113-7 of class "public" is held by provisioner aws.drivers.local.sdn.cozystack.io; re-create the class with that provisioner, or delete the class's addresses first`)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			checkErrors(t, ValidateClassProvisioner(&tc.class, tc.addrs, []string{metallb, "aws.drivers.local.sdn.cozystack.io"}, nil), tc.want)
 		})
 	}
 }
