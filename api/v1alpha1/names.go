@@ -93,4 +93,5 @@ const (
 	ReasonClaimNotAdopted          = "ClaimNotAdopted"
 	ReasonAutoClaimWithdrawn       = "AutoClaimWithdrawn"
 	ReasonAutoClaimRefused         = "AutoClaimRefused"
+	ReasonAutoClaimSkipped         = "AutoClaimSkipped"
 )

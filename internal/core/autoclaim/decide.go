@@ -67,7 +67,7 @@ func decide(s snapshot) plan {
 		return plan{annotate: svc.Name}
 	}
 	if why := excluded(svc, s.sources); why != "" {
-		return plan{}
+		return plan{events: skippedClass(svc, why)}
 	}
 	class, ok, rec := autoClaimClass(svc, s.classes)
 	if !ok {
@@ -86,6 +86,28 @@ func decide(s snapshot) plan {
 	return plan{events: []recorder.Event{recorder.WarningOnce(svc, v1alpha1.ReasonClaimNotAdopted,
 		"IPAddressClaim %s exists and is not controlled by this Service; it is not adopted. Name it with the %s annotation to use it",
 		svc.Name, v1alpha1.AnnotationIPAddressClaim)}}
+}
+
+// skippedClass tells a Service that names a class and does not qualify
+// only because it has an address — MetalLB's, from a pool that assigns by
+// itself, reached first — that the class it asked for is not applied (§10:
+// a Service with an address is never moved to a new one), and how to get
+// one of it.
+func skippedClass(svc *corev1.Service, why string) []recorder.Event {
+	class := svc.Annotations[v1alpha1.AnnotationIPAddressClass]
+	if why != hasAddress || class == "" {
+		return nil
+	}
+	var ips []string
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		if in.IP != "" {
+			ips = append(ips, in.IP)
+		}
+	}
+	return []recorder.Event{recorder.WarningOnce(svc, v1alpha1.ReasonAutoClaimSkipped,
+		"%s %q is not applied: the Service already has an address (%s), and auto-claim never moves a Service off one it has; "+
+			"to take an address of class %q, create an IPAddressClaim of that class and name it with the %s annotation",
+		v1alpha1.AnnotationIPAddressClass, class, strings.Join(ips, ", "), class, v1alpha1.AnnotationIPAddressClaim)}
 }
 
 // waitingOwn says whether s's claim is one the core created for the

@@ -56,6 +56,21 @@ func summarize(p plan) outcome {
 	return o
 }
 
+// The warning says which address the Service has and how to get one of
+// the class it named.
+func TestSkippedClassMessage(t *testing.T) {
+	svc := newService(annotated(v1alpha1.AnnotationIPAddressClass, "private"), func(s *corev1.Service) {
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}, {Hostname: "lb.example"}}
+	})
+	events := skippedClass(svc, hasAddress)
+	const want = `local.sdn.cozystack.io/ip-address-class "private" is not applied: the Service already has an address (198.51.100.7), ` +
+		`and auto-claim never moves a Service off one it has; to take an address of class "private", create an IPAddressClaim of that class ` +
+		`and name it with the local.sdn.cozystack.io/ip-address-claim annotation`
+	if len(events) != 1 || events[0].Message != want || !events[0].Once {
+		t.Errorf("events %+v, want one WarningOnce %q", events, want)
+	}
+}
+
 // The table mirrors contract §10.
 func TestDecide(t *testing.T) {
 	public := []v1alpha1.IPAddressClass{autoClass("public"), {ObjectMeta: metav1.ObjectMeta{Name: "private"}}}
@@ -76,6 +91,12 @@ func TestDecide(t *testing.T) {
 		{"10-1 another implementation's loadBalancerClass", newService(func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("other.example.com/lb") }), public, nil, outcome{}},
 		{"10-1 asks for a loadBalancerIP", newService(func(s *corev1.Service) { s.Spec.LoadBalancerIP = "203.0.113.7" }), public, nil, outcome{}},
 		{"10-2 already has an address", newService(func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.7"}}
+		}), public, nil, outcome{}},
+		{"10-2 already has an address and names a class: told that the class is not applied", newService(annotated(v1alpha1.AnnotationIPAddressClass, "private"), func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.7"}}
+		}), public, nil, outcome{events: []string{"Warning AutoClaimSkipped"}}},
+		{"10-2 names a class and opted out: nothing said", newService(annotated(v1alpha1.AnnotationIPAddressClass, "private"), annotated(v1alpha1.AnnotationAutoClaim, "false"), func(s *corev1.Service) {
 			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.7"}}
 		}), public, nil, outcome{}},
 		{"10-3 the ip-address-class annotation wins and opts in alone", newService(annotated(v1alpha1.AnnotationIPAddressClass, "private")),
