@@ -58,6 +58,7 @@ const (
 	ReasonNotAttachable      = "NotAttachable"
 	ReasonPinRefused         = "PinRefused"
 	ReasonSchemaStale        = "SchemaStale"
+	ReasonHandoffStalled     = "HandoffStalled"
 	// ReasonWriteRefused: the API server refused the driver's own write
 	// to the object (an address, a class's status) or the address it
 	// creates for a claim: most often the core's webhook, which does not

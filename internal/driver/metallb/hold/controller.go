@@ -338,9 +338,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 		return retry.Again()
 	}
-	// A lost race is run again, and so, quietly, is a refusal the pass
-	// told on the address or the Service.
-	return retry.End(err)
+	return settled(&a, p, s.now, err)
+}
+
+// settled ends a pass that carried out p on a: a lost race is run again,
+// and so, quietly, is a refusal the pass told on the address or the
+// Service; a handoff still under way is looked at again when it has run
+// too long, to be told (stalled), even if nothing moves meanwhile.
+func settled(a *v1alpha1.IPAddress, p plan, now time.Time, err error) (reconcile.Result, error) {
+	if err != nil {
+		return retry.End(err)
+	}
+	h := a.Status.Holding
+	if p.status != nil {
+		h = p.status.Holding
+	}
+	if after := handoffRecheck(h, now); after > 0 {
+		return reconcile.Result{RequeueAfter: after}, nil
+	}
+	return reconcile.Result{}, nil
 }
 
 // refresh reads every Service of the snapshot, and every Service the

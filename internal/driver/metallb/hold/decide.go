@@ -707,10 +707,55 @@ func status(s snapshot, w *corev1.Service, p *plan) {
 	st.AssociatedTo = associatedTo(s, w)
 	p.events = append(p.events, association(s, a.Status.AssociatedTo, st.AssociatedTo)...)
 	st.Holding = holdingAfter(s, w, p)
+	p.events = append(p.events, stalled(s, w, st.Holding)...)
 	p.recordFirst = gains(a.Status.Holding, st.Holding)
 	if !equality.Semantic.DeepEqual(a.Status, *st) {
 		p.status = st
 	}
+}
+
+// handoffPatience is how long a handoff may run before the address says
+// it waits: MetalLB moves an address within seconds, so minutes mean it
+// does not assign the taking side (its controller down, a pool's
+// serviceAllocation leaving that Service out). Meanwhile a Service being
+// let go of keeps the handoff finalizer, and its deletion waits.
+const handoffPatience = 2 * time.Minute
+
+// stalled is the warning for a handoff under way (h, the holding record
+// after the pass) for longer than handoffPatience; none while a stranger
+// shares the address, which the Conflict already tells. Its message names
+// what does not change while the handoff lasts, so it is recorded once.
+func stalled(s snapshot, w *corev1.Service, h *v1alpha1.Holding) []recorder.Event {
+	if h == nil || h.Since == nil || s.now.Sub(h.Since.Time) < handoffPatience || sharedWithStranger(s, w) {
+		return nil
+	}
+	var parts []string
+	if h.Workload != nil {
+		parts = append(parts, "to Service "+h.Workload.Namespace+"/"+h.Workload.Name)
+	}
+	for _, f := range h.From {
+		parts = append(parts, "from Service "+f.Namespace+"/"+f.Name)
+	}
+	msg := fmt.Sprintf("moving %s (%s) has waited since %s for MetalLB to assign it on the taking side: "+
+		"see that Service's or placeholder's events (MetalLB's AllocationFailed) and whether MetalLB's controller runs",
+		s.ip, strings.Join(parts, ", "), h.Since.UTC().Format(time.RFC3339))
+	if len(h.From) > 0 {
+		msg += fmt.Sprintf("; until then a Service let go of keeps the finalizer %s, and its deletion waits", metallb.FinalizerHandoff)
+	}
+	return []recorder.Event{recorder.WarningOnce(s.address, metallb.ReasonHandoffStalled, "%s", msg)}
+}
+
+// handoffRecheck is when to look at a after this pass so that a handoff
+// still under way at handoffPatience is told (stalled); zero when none
+// runs or it has been told.
+func handoffRecheck(h *v1alpha1.Holding, now time.Time) time.Duration {
+	if h == nil || h.Since == nil {
+		return 0
+	}
+	if left := handoffPatience - now.Sub(h.Since.Time); left > 0 {
+		return left + time.Second
+	}
+	return 0
 }
 
 // lost says why MetalLB can no longer hold the address: no pool in its

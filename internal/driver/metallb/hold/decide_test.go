@@ -831,3 +831,43 @@ func TestAssociationNamesOnlyTheClaimsNamespace(t *testing.T) {
 		}
 	}
 }
+
+// A handoff that MetalLB has not completed within handoffPatience is told
+// on the address, once (its message does not change while it lasts), and
+// the address is looked at again when the patience runs out.
+func TestStalledHandoff(t *testing.T) {
+	a := addr(v4, v1alpha1.AddressBound, recordedOn("b"), handingOffFrom("a"))
+	for _, tc := range []struct {
+		name    string
+		since   time.Duration
+		events  int
+		recheck time.Duration
+	}{
+		{"under way a minute: nothing yet, a look again at the patience's end", time.Minute, 0, time.Minute + time.Second},
+		{"past the patience: told, no look again for it", handoffPatience + time.Second, 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := a.Status.Holding.DeepCopy()
+			h.Since = &metav1.Time{Time: now.Add(-tc.since)}
+			events := stalled(snapshot{address: a, ip: netip.MustParseAddr(v4), now: now}, nil, h)
+			if len(events) != tc.events {
+				t.Fatalf("events %+v, want %d", events, tc.events)
+			}
+			if got := handoffRecheck(h, now); got != tc.recheck {
+				t.Errorf("recheck %v, want %v", got, tc.recheck)
+			}
+			if tc.events == 0 {
+				return
+			}
+			want := "moving " + v4 + " (to Service tenant/b, from Service tenant/a) has waited since " + h.Since.UTC().Format(time.RFC3339) +
+				" for MetalLB to assign it on the taking side: see that Service's or placeholder's events (MetalLB's AllocationFailed) and whether MetalLB's controller runs" +
+				"; until then a Service let go of keeps the finalizer " + metallb.FinalizerHandoff + ", and its deletion waits"
+			if e := events[0]; e.Reason != metallb.ReasonHandoffStalled || !e.Once || e.Message != want {
+				t.Errorf("event %s once=%v %q, want %q", e.Reason, e.Once, e.Message, want)
+			}
+		})
+	}
+	if handoffRecheck(nil, now) != 0 {
+		t.Error("no handoff: no look again")
+	}
+}
