@@ -1,5 +1,8 @@
-# Both binaries in one image: the charts run /manager or /metallb-iad.
-# Static (CGO off), stripped, and run as the distroless non-root user.
+# The default target, address-controller, holds both binaries (/manager
+# and /metallb-iad): the charts' one image, each running its binary by path.
+# --target metallb-iad builds the driver's own image, /metallb-iad alone,
+# which serves the driver chart as well. Static (CGO off), stripped, and run
+# as the distroless non-root user.
 FROM golang:1.26 AS build
 WORKDIR /src
 COPY go.mod go.sum ./
@@ -13,7 +16,12 @@ ENV CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH}
 RUN go build -trimpath -ldflags="-s -w" -o /out/manager ./cmd/manager && \
     go build -trimpath -ldflags="-s -w" -o /out/metallb-iad ./cmd/metallb-iad
 
-FROM gcr.io/distroless/static:nonroot
+FROM gcr.io/distroless/static:nonroot AS metallb-iad
+COPY --from=build /out/metallb-iad /
+USER 65532:65532
+ENTRYPOINT ["/metallb-iad"]
+
+FROM gcr.io/distroless/static:nonroot AS address-controller
 COPY --from=build /out/manager /out/metallb-iad /
 USER 65532:65532
 ENTRYPOINT ["/manager"]
