@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -102,8 +103,10 @@ func NewLedger(namespace string, driven func(class string) bool) *Ledger {
 
 const maxNotes = 5
 
-// remember keeps an object's last states.
+// remember keeps an object's last states, each with the time it was seen,
+// so that a violation's history lines up with the processes' logs.
 func (l *Ledger) remember(key, state string) {
+	state = time.Now().Format("15:04:05.000") + " " + state
 	if l.Trace != nil {
 		fmt.Fprintf(l.Trace, "%s %s\n", key, state)
 	}
