@@ -170,6 +170,10 @@ func (r *scaleResults) print(w io.Writer, opts options, limits memoryLimit) {
 	d := r.driver
 	row(fmt.Sprintf("driver path: %d claims Bound / held", d.n), fmt.Sprintf("%s / %s", d.boundElapsed.Round(100*time.Millisecond),
 		d.heldElapsed.Round(100*time.Millisecond)), "—")
+	// Read (and the peaks reset) at the end of the driver path: their
+	// peaks are that phase's, which the rows at the end do not include.
+	row("manager after the driver path", d.managerMemory.String(), limits.target("manager", d.managerMemory))
+	row("metallb-iad after the driver path", d.driverMemory.String(), limits.target("metallb-iad", d.driverMemory))
 	row(fmt.Sprintf("%d Services attached", sz.attached), r.attachTook.Round(100*time.Millisecond).String(), "—")
 	row("manager at the end", r.attached.manager.String(), limits.target("manager", r.attached.manager))
 	row("metallb-iad at the end", r.attached.driver.String(), limits.target("metallb-iad", r.attached.driver))

@@ -78,7 +78,10 @@ package hold
 // finalizer removed), not at the deletion request: the core keeps a deleted
 // address bound to a live claim, and until then it stays attached.
 // A Conflict is declared on what the API server shows, not the cache:
-// each kind is watched apart, and a Service may lag the address.
+// each kind is watched apart, and a Service may lag the address. So is
+// every step that lets go of a holder, and it waits while the cache's
+// address, claim or the claim's other addresses are older than the API
+// server's (a leader woken past its lease acts beside its successor).
 // An address that is gone (removed by force) has its pin, marker and
 // handoff finalizer taken off every Service still carrying them.
 
@@ -119,7 +122,9 @@ import (
 // holder, and before an address's pins are taken off as gone.
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses/status,verbs=update
-// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=list;watch
+// A claim is read past the cache (get) before a step that lets go of a
+// holder, as its addresses are.
+// +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=list;watch
 // +kubebuilder:rbac:groups=metallb.io,resources=ipaddresspools,verbs=list;watch
 // Tenants' Services are only ever patched; placeholders are created and
@@ -372,6 +377,9 @@ func (r *Reconciler) refresh(ctx context.Context, s *snapshot) error {
 	if err := r.alive(ctx, s.address, true); err != nil {
 		return err
 	}
+	if err := r.claimCurrent(ctx, s); err != nil {
+		return err
+	}
 	svcs, err := r.liveServices(ctx, s)
 	if err != nil {
 		return err
@@ -407,6 +415,52 @@ func (r *Reconciler) alive(ctx context.Context, a *v1alpha1.IPAddress, exact boo
 	}
 	if live.UID != a.UID || exact && live.ResourceVersion != a.ResourceVersion {
 		return errStale
+	}
+	return nil
+}
+
+// claimCurrent returns errStale unless the cache shows the address's claim
+// as the API server has it — there or not, at the same version — and the
+// claim's addresses at theirs. A leader woken from a pause past its lease
+// acts for a moment beside its successor, and its claims may lag its
+// addresses and Services: a pass that does not find the claim (or a
+// sibling) detaches the claim's Service while the successor, which finds
+// it, deletes the placeholder — and MetalLB then holds the address for
+// nobody (found by make chaos).
+func (r *Reconciler) claimCurrent(ctx context.Context, s *snapshot) error {
+	ref := s.address.Spec.ClaimRef
+	if ref == nil || ref.UID == "" {
+		return nil
+	}
+	var live v1alpha1.IPAddressClaim
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, &live)
+	if client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	bound := err == nil && live.UID == ref.UID && live.DeletionTimestamp == nil
+	switch {
+	case bound != (s.claim != nil), bound && live.ResourceVersion != s.claim.ResourceVersion:
+		return errStale
+	case !bound:
+		return nil
+	}
+	var addrs v1alpha1.IPAddressList
+	if err := r.APIReader.List(ctx, &addrs, client.MatchingFields{index.SelectableClaimNamespace: ref.Namespace, index.SelectableClaimName: ref.Name}); err != nil {
+		return err
+	}
+	versions := map[string]string{}
+	for i := range addrs.Items {
+		if a := &addrs.Items[i]; binding.Holds(a, &live) {
+			versions[a.Name] = a.ResourceVersion
+		}
+	}
+	if len(versions) != len(s.siblings) {
+		return errStale
+	}
+	for _, sib := range s.siblings {
+		if v, ok := versions[sib.Name]; !ok || v != sib.ResourceVersion {
+			return errStale
+		}
 	}
 	return nil
 }
@@ -453,8 +507,8 @@ func (r *Reconciler) refreshPlaceholders(ctx context.Context, s *snapshot) error
 	return nil
 }
 
-// errStale: the cache holds an older address than the API server.
-var errStale = errors.New("the cache has yet to catch up with the address")
+// errStale: the cache holds an older address, or claim, than the API server.
+var errStale = errors.New("the cache has yet to catch up with the address or its claim")
 
 // live reads a Service from the API server, trimmed as the cache keeps it;
 // nil when there is none.
