@@ -91,12 +91,13 @@ bin/cert-manager-crds: bin/.version-cert-manager-crds-$(CERT_MANAGER_VERSION) ##
 		cp "$$dir"/deploy/crds/*.yaml $@/
 	chmod -R u+w $@
 
-# The ServiceMonitor CRD, from prometheus-operator's module (test/charts applies
-# the charts' ServiceMonitors).
-bin/monitoring-crds: bin/.version-monitoring-crds-$(PROMETHEUS_OPERATOR_VERSION) ## Copy the ServiceMonitor CRD from prometheus-operator's module.
+# The ServiceMonitor and PrometheusRule CRDs, from prometheus-operator's module
+# (test/charts applies the charts' ServiceMonitors and PrometheusRules).
+bin/monitoring-crds: bin/.version-monitoring-crds-$(PROMETHEUS_OPERATOR_VERSION)-rules ## Copy the ServiceMonitor and PrometheusRule CRDs from prometheus-operator's module.
 	rm -rf $@ && mkdir -p $@
 	$(call module-dir,github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION)); \
-		cp "$$dir"/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml $@/
+		cp "$$dir"/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml \
+			"$$dir"/example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml $@/
 	chmod -R u+w $@
 
 # cert-manager's CA injector, from its module's pkg/controller/cainjector

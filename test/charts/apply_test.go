@@ -53,12 +53,12 @@ func TestRendersApply(t *testing.T) {
 	}{
 		{"core defaults", coreChart, coreNS, nil},
 		{"core without cert-manager", coreChart, coreNS, []string{"--set", "certManager.enabled=false,webhook.certSecretName=webhook-tls,webhook.caBundle=Zm9v"}},
-		{"core with a ServiceMonitor", coreChart, coreNS, []string{"--set", "serviceMonitor.enabled=true"}},
+		{"core with monitoring", coreChart, coreNS, []string{"--set", "serviceMonitor.enabled=true,prometheusRule.enabled=true"}},
 		{"core cozystack", coreChart, "cozy-address-controller", []string{"-f", "charts/address-controller/values-cozystack.yaml"}},
 		{"core with cert-manager installed", coreChart, "address-controller-bundled", []string{"--set", "certManager.install=true"}},
 		{"driver defaults", driverChart, driverNS, nil},
 		{"driver warn+audit", driverChart, driverNS, []string{"--set", "admissionPolicy.validationActions={Warn,Audit}"}},
-		{"driver with a ServiceMonitor", driverChart, driverNS, []string{"--set", "serviceMonitor.enabled=true"}},
+		{"driver with monitoring", driverChart, driverNS, []string{"--set", "serviceMonitor.enabled=true,prometheusRule.enabled=true"}},
 		{"driver vapOnly", driverChart, driverNS, []string{"--set", "vapOnly=true"}},
 		{"driver cozystack", driverChart, "cozy-metallb-iad", []string{"-f", "charts/metallb-iad/values-cozystack.yaml"}},
 	}

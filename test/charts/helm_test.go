@@ -63,7 +63,7 @@ func binary(t *testing.T, name string) string {
 func helmBinary(t *testing.T) string { return binary(t, "helm") }
 
 // startControlPlane starts a control plane for the test with cert-manager's
-// CRDs (bin/cert-manager-crds), the ServiceMonitor CRD (bin/monitoring-crds)
+// CRDs (bin/cert-manager-crds), the ServiceMonitor and PrometheusRule CRDs (bin/monitoring-crds)
 // and crdDirs (relative to the repository root) installed, and returns it
 // with an admin client.
 func startControlPlane(ctx context.Context, t *testing.T, crdDirs ...string) (*controlplane.ControlPlane, client.Client) {

@@ -3,6 +3,7 @@ package charts
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -485,44 +486,69 @@ func containerArgs(t *testing.T, deploy *unstructured.Unstructured) []string {
 	return args
 }
 
-// The optional PrometheusRule carries the alerts docs/operating.md
-// recommends, on metrics the core exports; it is off by default.
+// The optional PrometheusRules carry the alerts the docs recommend, on
+// metrics the controllers export; they are off by default.
 func TestPrometheusRule(t *testing.T) {
-	for _, o := range render(t, coreChart, coreNS) {
-		if o.GetKind() == "PrometheusRule" {
-			t.Fatal("a PrometheusRule by default")
-		}
-	}
-	rule := find(t, render(t, coreChart, coreNS, "--set", "prometheusRule.enabled=true"), "PrometheusRule", coreChart)
-	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
-	if len(groups) != 1 {
-		t.Fatalf("groups: %v", groups)
-	}
-	rules, _, _ := unstructured.NestedSlice(groups[0].(map[string]any), "rules")
-	alerts := map[string]string{}
-	for _, r := range rules {
-		alerts[r.(map[string]any)["alert"].(string)] = r.(map[string]any)["expr"].(string)
-	}
-	for alert, metric := range map[string]string{
-		"IPAddressClassExhausted":       "address_controller_class_exhausted",
-		"IPAddressClassNearlyExhausted": "address_controller_class_nearly_exhausted",
-		"IPAddressClaimsWaiting":        "address_controller_claims_waiting",
-		"IPAddressQuotaFull":            "address_controller_quota_used_addresses",
-		"IPAddressClaimLost":            "address_controller_claims",
-		"IPAddressConflict":             "address_controller_addresses",
-		"IPAddressLost":                 "address_controller_addresses",
+	for _, tc := range []struct {
+		chart, ns string
+		alerts    map[string]string // alert: the series it reads
+	}{
+		{coreChart, coreNS, map[string]string{
+			"IPAddressClassExhausted":          "address_controller_class_exhausted",
+			"IPAddressClassNearlyExhausted":    "address_controller_class_nearly_exhausted",
+			"IPAddressClaimsWaiting":           "address_controller_claims_waiting",
+			"IPAddressQuotaFull":               "address_controller_quota_used_addresses",
+			"IPAddressClaimLost":               "address_controller_claims",
+			"IPAddressConflict":                "address_controller_addresses",
+			"IPAddressLost":                    "address_controller_addresses",
+			"AddressControllerReconcileErrors": `controller_runtime_reconcile_errors_total{job="address-controller-metrics"}`,
+		}},
+		{driverChart, driverNS, map[string]string{
+			"MetalLBClassNotReady":         "metallb_iad_class_ready",
+			"MetalLBClassPoolNearlyFull":   "metallb_iad_class_addresses",
+			"MetalLBDriverReconcileErrors": `controller_runtime_reconcile_errors_total{job="metallb-iad-metrics"}`,
+		}},
 	} {
-		if !strings.Contains(alerts[alert], metric) {
-			t.Errorf("alert %s: expr %q does not read %s", alert, alerts[alert], metric)
-		}
-		for _, err := range groupingLabels(alerts[alert]) {
-			t.Errorf("alert %s: %v", alert, err)
-		}
+		t.Run(tc.chart, func(t *testing.T) {
+			for _, o := range render(t, tc.chart, tc.ns) {
+				if o.GetKind() == "PrometheusRule" {
+					t.Fatal("a PrometheusRule by default")
+				}
+			}
+			if tc.chart == driverChart {
+				for _, o := range render(t, tc.chart, tc.ns, "--set", "prometheusRule.enabled=true,vapOnly=true") {
+					if o.GetKind() == "PrometheusRule" {
+						t.Fatal("a PrometheusRule with vapOnly, where no driver runs")
+					}
+				}
+			}
+			rule := find(t, render(t, tc.chart, tc.ns, "--set", "prometheusRule.enabled=true"), "PrometheusRule", tc.chart)
+			groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+			if len(groups) != 1 {
+				t.Fatalf("groups: %v", groups)
+			}
+			rules, _, _ := unstructured.NestedSlice(groups[0].(map[string]any), "rules")
+			alerts := map[string]string{}
+			for _, r := range rules {
+				alerts[r.(map[string]any)["alert"].(string)] = r.(map[string]any)["expr"].(string)
+			}
+			if len(alerts) != len(tc.alerts) {
+				t.Errorf("alerts %v, want those of %v", slices.Sorted(maps.Keys(alerts)), slices.Sorted(maps.Keys(tc.alerts)))
+			}
+			for alert, series := range tc.alerts {
+				if !strings.Contains(alerts[alert], series) {
+					t.Errorf("alert %s: expr %q does not read %s", alert, alerts[alert], series)
+				}
+				for _, err := range groupingLabels(alerts[alert]) {
+					t.Errorf("alert %s: %v", alert, err)
+				}
+			}
+		})
 	}
 }
 
-// seriesLabels are the labels of the core's series the alerts read, as
-// TestManagerBinary scrapes them from the binary.
+// seriesLabels are the labels of the series the alerts read, as
+// TestManagerBinary scrapes the core's from the binary.
 var seriesLabels = map[string][]string{
 	"address_controller_class_exhausted":        {"class"},
 	"address_controller_class_nearly_exhausted": {"class"},
@@ -531,11 +557,16 @@ var seriesLabels = map[string][]string{
 	"address_controller_addresses":              {"phase", "class"},
 	"address_controller_quota_used_addresses":   {"namespace", "quota", "resource"},
 	"address_controller_quota_hard_addresses":   {"namespace", "quota", "resource"},
+	"metallb_iad_class_ready":                   {"class"},
+	"metallb_iad_class_addresses":               {"class", "pool", "family", "state"},
+	// controller-runtime's, with the scrape's job (the metrics Service's
+	// name, as prometheus-operator sets it).
+	"controller_runtime_reconcile_errors_total": {"controller", "job"},
 }
 
 var (
 	grouping   = regexp.MustCompile(`\b(by|on) \(([^)]*)\)`)
-	seriesName = regexp.MustCompile(`address_controller_[a-z_]+`)
+	seriesName = regexp.MustCompile(`\b(address_controller|metallb_iad|controller_runtime)_[a-z_]+`)
 )
 
 // groupingLabels checks that an expression groups and joins only on labels
