@@ -92,6 +92,7 @@ func decide(s snapshot) plan {
 	if leaving(s.address) {
 		teardown(s, &p)
 		keepShares(s, nil, &p)
+		tellTeardown(s, &p)
 		return p
 	}
 	// No finalizer can be added to an object being deleted.
@@ -152,6 +153,25 @@ func teardown(s snapshot, p *plan) {
 		p.remove = append(p.remove, ph)
 	}
 	p.removeFinalizer = true
+}
+
+// tellTeardown keeps the holding record of an address whose teardown waits
+// for MetalLB to take it back from the Services the driver pinned it to,
+// as a detach does: a teardown MetalLB does not complete (its controller
+// down) is then told like any stalled handoff, and looked at again at the
+// patience's end. The pass that lets the address go writes nothing more.
+func tellTeardown(s snapshot, p *plan) {
+	if p.removeFinalizer || !controllerutil.ContainsFinalizer(s.address, metallb.FinalizerTeardown) {
+		return
+	}
+	h := holdingAfter(s, nil, p)
+	p.events = append(p.events, stalled(s, nil, h)...)
+	if !equality.Semantic.DeepEqual(s.address.Status.Holding, h) {
+		st := s.address.Status.DeepCopy()
+		st.Holding = h
+		p.status = st
+		p.recordFirst = gains(s.address.Status.Holding, h)
+	}
 }
 
 // associable reports whether the address may be attached to a workload:
@@ -741,6 +761,9 @@ func stalled(s snapshot, w *corev1.Service, h *v1alpha1.Holding) []recorder.Even
 		s.ip, strings.Join(parts, ", "), h.Since.UTC().Format(time.RFC3339))
 	if len(h.From) > 0 {
 		msg += fmt.Sprintf("; until then a Service let go of keeps the finalizer %s, and its deletion waits", metallb.FinalizerHandoff)
+	}
+	if leaving(s.address) {
+		msg += fmt.Sprintf("; so does this address's, which keeps the finalizer %s until it is back on its placeholder", metallb.FinalizerTeardown)
 	}
 	return []recorder.Event{recorder.WarningOnce(s.address, metallb.ReasonHandoffStalled, "%s", msg)}
 }

@@ -835,6 +835,70 @@ func TestAssociationNamesOnlyTheClaimsNamespace(t *testing.T) {
 // A handoff that MetalLB has not completed within handoffPatience is told
 // on the address, once (its message does not change while it lasts), and
 // the address is looked at again when the patience runs out.
+// A teardown waits on MetalLB as a detach does (7-4): its holding record
+// names the Services it takes the address back from, so a teardown past
+// the patience is told like any stalled handoff; the pass that lets the
+// address go writes no record.
+func TestStalledTeardown(t *testing.T) {
+	takingBack := func(a *v1alpha1.IPAddress) world {
+		return world{address: a,
+			services:     []*corev1.Service{svc(ns, "a", pinnedBy(v4), holding(v4))},
+			placeholders: []*corev1.Service{ph(v4, key, holding(v4))}}
+	}
+	since := func(d time.Duration) func(*v1alpha1.IPAddress) {
+		return func(a *v1alpha1.IPAddress) {
+			a.Status.Holding = &v1alpha1.Holding{
+				From:  []v1alpha1.HeldReference{{Kind: "Service", Namespace: ns, Name: "a", UID: types.UID(ns + "/a")}},
+				Since: &metav1.Time{Time: now.Add(-d)}}
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		w       world
+		record  string // the holding record written, "" for none
+		events  int
+		recheck time.Duration
+	}{
+		{"the teardown begins: the record names the Service it takes the address back from, a look again at the patience's end",
+			takingBack(addr(v4, v1alpha1.AddressBound, deleting, recordedOn("a"))), "from tenant/a since 0s", 0, handoffPatience + time.Second},
+		{"under way a minute: nothing written, nothing told",
+			takingBack(addr(v4, v1alpha1.AddressBound, deleting, since(time.Minute))), "", 0, time.Minute + time.Second},
+		{"past the patience: told, the address's own wait named",
+			takingBack(addr(v4, v1alpha1.AddressBound, deleting, since(handoffPatience+time.Second))), "", 1, 0},
+		{"the address let go: no record written, nothing told",
+			world{address: addr(v4, v1alpha1.AddressReleased, deleting, since(handoffPatience+time.Second)),
+				placeholders: []*corev1.Service{ph(v4, "", holding(v4))}}, "", 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := snapshotOf(t, tc.w)
+			p := decide(s)
+			record := ""
+			if p.status != nil {
+				h := p.status.Holding
+				record = fmt.Sprintf("from %s/%s since %s", h.From[0].Namespace, h.From[0].Name, now.Sub(h.Since.Time))
+			}
+			if record != tc.record {
+				t.Errorf("record %q, want %q", record, tc.record)
+			}
+			if len(p.events) != tc.events {
+				t.Fatalf("events %+v, want %d", p.events, tc.events)
+			}
+			if got := settledAfter(tc.w.address, p); got != tc.recheck {
+				t.Errorf("recheck %v, want %v", got, tc.recheck)
+			}
+			if tc.events > 0 && !strings.HasSuffix(p.events[0].Message, "; so does this address's, which keeps the finalizer "+metallb.FinalizerTeardown+" until it is back on its placeholder") {
+				t.Errorf("event %q does not name the address's wait", p.events[0].Message)
+			}
+		})
+	}
+}
+
+// settledAfter is when the reconciler looks at a again after carrying out p.
+func settledAfter(a *v1alpha1.IPAddress, p plan) time.Duration {
+	res, _ := settled(a, p, now, nil)
+	return res.RequeueAfter
+}
+
 func TestStalledHandoff(t *testing.T) {
 	a := addr(v4, v1alpha1.AddressBound, recordedOn("b"), handingOffFrom("a"))
 	for _, tc := range []struct {
