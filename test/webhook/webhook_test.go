@@ -70,22 +70,23 @@ func start(t *testing.T) *world {
 	g.Expect(err).NotTo(HaveOccurred())
 	t.Cleanup(func() { _ = wh.Cleanup() })
 
-	w := &world{cp: cp}
-	as := func(user string, groups ...string) client.Client {
-		c, err := client.New(controlplane.Impersonating(cp.Config, user, groups...), client.Options{Scheme: scheme})
-		g.Expect(err).NotTo(HaveOccurred())
-		return c
-	}
-	// Impersonated identities keep RBAC out of the way (system:masters):
-	// what is tested is who the webhook lets through.
-	w.admin = as("admin", "system:masters")
-	w.driver = as(driverUser, "system:masters")
-	w.tenant = as(tenantUser, "system:masters")
+	w := &world{cp: cp, admin: as(t, cp, "admin"), driver: as(t, cp, driverUser), tenant: as(t, cp, tenantUser)}
 
 	w.stopManager = runCore(t, controlplane.Impersonating(cp.Config, coreUser, "system:masters"), wh)
 	g.Expect(wh.Install(cp.Config)).To(Succeed())
 	t.Cleanup(func() { _ = wh.Uninstall(context.Background(), w.admin) })
 	return w
+}
+
+// as is a client acting as user, RBAC kept out of the way
+// (system:masters), so that what is tested is who the webhook lets through.
+func as(t *testing.T, cp *controlplane.ControlPlane, user string) client.Client {
+	t.Helper()
+	c, err := client.New(controlplane.Impersonating(cp.Config, user, "system:masters"), client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // runCore runs the core with its webhook server, as cmd/manager does.
@@ -342,6 +343,30 @@ func TestWebhooks(t *testing.T) {
 		g.Expect(set(w.driver, v1alpha1.AddressConflict)).To(Succeed())
 		g.Expect(set(w.driver, v1alpha1.AddressBound)).To(Succeed(), "a driver clears its phase back to the core's")
 		refused(g, set(w.driver, v1alpha1.AddressReleased), "status.phase")
+	})
+
+	t.Run("a driver running under a name the core was not told of is refused, and told where drivers are listed", func(t *testing.T) {
+		g := NewWithT(t)
+		// The driver's chart installed in another namespace than the
+		// core's driverUsernames say: the same code, another username.
+		renamed := as(t, w.cp, "system:serviceaccount:other-namespace:metallb-iad")
+		where := "--driver-usernames, the chart's driverUsernames"
+		for _, tc := range []struct {
+			field string
+			write func(a *v1alpha1.IPAddress)
+		}{
+			{"status.phase", func(a *v1alpha1.IPAddress) { a.Status.Phase = v1alpha1.AddressConflict }},
+			{"status.holding", func(a *v1alpha1.IPAddress) {
+				a.Status.Holding = &v1alpha1.Holding{Workload: &v1alpha1.HeldReference{Kind: "Service", Namespace: "tenant", Name: "web", UID: "uid-web"}}
+			}},
+		} {
+			err := onFresh(ctx, g, w.admin, addr, func(a *v1alpha1.IPAddress) error {
+				tc.write(a)
+				return renamed.Status().Update(ctx, a)
+			})
+			refused(g, err, tc.field)
+			g.Expect(err.Error()).To(ContainSubstring(where), "the refusal of %s says where drivers are listed", tc.field)
+		}
 	})
 
 	t.Run("a driver is kept to the addresses and classes of its own provisioner", func(t *testing.T) {
