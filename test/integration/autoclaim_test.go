@@ -299,6 +299,19 @@ func TestAutoClaim_10_QualificationExclusions(t *testing.T) {
 				WithTimeout(d).WithPolling(poll).Should(Succeed())
 		})
 	}
+	// Of them, the one left out only for the address it has is told that
+	// the class it names is not applied; the others chose their exclusion.
+	e.eventually(func(g Gomega) {
+		evs := e.serviceEvents(g, "has-ingress", v1alpha1.ReasonAutoClaimSkipped)
+		g.Expect(evs).To(HaveLen(1))
+		g.Expect(evs[0].Type).To(Equal("Warning"))
+		g.Expect(evs[0].Note).To(ContainSubstring(e.v4(203)))
+	}, "AutoClaimSkipped on the Service that has an address")
+	for _, tc := range cases {
+		if tc.name != "has-ingress" {
+			e.g.Expect(e.serviceEvents(e.g, tc.name, v1alpha1.ReasonAutoClaimSkipped)).To(BeEmpty(), "Service %s", tc.name)
+		}
+	}
 }
 
 // The ip-address-class annotation alone opts a Service in, with a class
@@ -358,6 +371,28 @@ func TestAutoClaim_10_ClaimFollowsACorrectedClass(t *testing.T) {
 	e.update(svc, func() { svc.Annotations[v1alpha1.AnnotationIPAddressClass] = named })
 	e.claimBoundTo("web", addr.Name)
 	e.g.Expect(e.getClaim(e.g, "web").Spec.ClassName).To(Equal(named))
+}
+
+// The auto-claim mark moved to another class while a Service's claim
+// waits in the first (it has no address to give): the claim, holding no
+// address yet, follows the mark and binds in the new class.
+func TestAutoClaim_10_ClaimFollowsAMovedMark(t *testing.T) {
+	e := newEnv(t)
+	e.requireNoAutoClaimClass()
+	first := e.class("first")
+	e.createAutoClaimClass(first)
+	startManager(t)
+
+	e.createService("web")
+	e.autoClaimed("web", first, v1alpha1.IPv4)
+	e.eventually(func(g Gomega) { g.Expect(e.getClaim(g, "web").Status.Phase).To(Equal(v1alpha1.ClaimPending)) })
+
+	e.unmarkAutoClaimClass(first)
+	second := e.class("second")
+	e.createAutoClaimClass(second)
+	addr := e.createAddress(e.v4(1), second)
+	e.claimBoundTo("web", addr.Name)
+	e.g.Expect(e.getClaim(e.g, "web").Spec.ClassName).To(Equal(second))
 }
 
 // With no class annotation, the single marked class is used; the claim is

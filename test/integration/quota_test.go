@@ -257,3 +257,67 @@ func TestQuota_DriverProvisionsOnlyCharged(t *testing.T) {
 		g.Expect(n).To(Equal(3), "addresses of the class")
 	})
 }
+
+// A claim refused by one quota of its namespace holds no place in another:
+// charged in an all-classes quota while it waited, it gives that place back
+// once a quota of its own class that is full appears, and a claim of
+// another class takes it.
+func TestQuota_RefusedClaimHoldsNoPlaceInAnother(t *testing.T) {
+	e := newEnv(t)
+	private, public := e.class("private"), e.class("public")
+	e.createClass(private)
+	e.createClass(public)
+	free := e.createAddress(e.v4(1), public)
+	e.createQuota("all", map[corev1.ResourceName]int64{quota.AllClasses: 1})
+	startManager(t)
+	e.addressPhase(free.Name, v1alpha1.AddressAvailable)
+
+	// Waiting in private for an address nobody creates: charged in "all".
+	e.createClaim("waits", private, addressName("ip-nobody"))
+	e.eventually(func(g Gomega) { g.Expect(e.quotaUsed(g, "all", quota.AllClasses)).To(Equal(int64(1))) })
+
+	e.createQuota("private", map[corev1.ResourceName]int64{quota.ClassKey(private): 0})
+	e.eventually(func(g Gomega) {
+		cond := meta.FindStatusCondition(e.getClaim(g, "waits").Status.Conditions, v1alpha1.ConditionBound)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Reason).To(Equal(v1alpha1.ReasonQuotaExceeded))
+		g.Expect(cond.Message).To(ContainSubstring("ResourceQuota private"))
+		g.Expect(e.quotaUsed(g, "all", quota.AllClasses)).To(Equal(int64(0)))
+	}, "refused by private, the claim gives its place in all back")
+
+	e.createClaim("web", public)
+	e.claimBoundTo("web", free.Name)
+}
+
+// A Lost claim its quota refuses a replacement waits in no line: the one
+// address left in its class goes to a younger claim of another namespace,
+// which the Lost claim could not have taken it from anyway.
+func TestQuota_LostClaimHeldBackStandsInNoLine(t *testing.T) {
+	e := newEnv(t)
+	public := e.class("public")
+	e.createClass(public)
+	first := e.createAddress(e.v4(1), public)
+	second := e.createAddress(e.v4(2), public)
+	startManager(t)
+	e.addressPhase(first.Name, v1alpha1.AddressAvailable)
+	e.addressPhase(second.Name, v1alpha1.AddressAvailable)
+	e.createClaim("lost", public)
+	e.claimBoundTo("lost", first.Name)
+	e.createQuota("addresses", map[corev1.ResourceName]int64{quota.ClassKey(public): 0})
+
+	e.forceDelete(&v1alpha1.IPAddress{ObjectMeta: metav1.ObjectMeta{Name: first.Name}})
+	e.eventually(func(g Gomega) {
+		c := e.getClaim(g, "lost")
+		g.Expect(c.Status.Phase).To(Equal(v1alpha1.ClaimLost))
+		cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Reason).To(Equal(v1alpha1.ReasonQuotaExceeded))
+	}, "Lost, and held back by its quota")
+
+	other := newEnv(t)
+	other.createClaim("web", public)
+	other.claimBoundTo("web", second.Name)
+	e.consistently(time.Second, func(g Gomega) {
+		g.Expect(e.getClaim(g, "lost").Status.Phase).To(Equal(v1alpha1.ClaimLost))
+	})
+}

@@ -46,7 +46,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		Named("autoclaim").
 		For(&corev1.Service{}).
 		Watches(&v1alpha1.IPAddressClaim{}, handler.EnqueueRequestsFromMapFunc(namesake)).
-		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.unclaimedServices), builder.WithPredicates(markMoved)).
+		Watches(&v1alpha1.IPAddressClass{}, handler.EnqueueRequestsFromMapFunc(r.markConcerns), builder.WithPredicates(markMoved)).
 		WithOptions(retry.Options(workers)).
 		Complete(r)
 }
@@ -68,10 +68,21 @@ var markMoved = predicate.Funcs{
 	},
 }
 
-// unclaimedServices: a class change (an auto-claim mark moving) concerns
-// only the LoadBalancer Services that name no claim.
-func (r *Reconciler) unclaimedServices(ctx context.Context, _ client.Object) []reconcile.Request {
-	return index.Requests(ctx, r.Client, &corev1.ServiceList{}, client.MatchingFields{index.ServiceUnclaimed: index.Unclaimed})
+// markConcerns: a class change (an auto-claim mark moving) concerns the
+// LoadBalancer Services that name no claim, and those whose own claim holds
+// no address yet, which follows the mark (follow). A claim's key is its
+// namesake Service's: every claim still waiting for an address is looked
+// at, the few that are no Service's own at no cost but a read.
+func (r *Reconciler) markConcerns(ctx context.Context, _ client.Object) []reconcile.Request {
+	reqs := index.Requests(ctx, r.Client, &corev1.ServiceList{}, client.MatchingFields{index.ServiceUnclaimed: index.Unclaimed})
+	var classes v1alpha1.IPAddressClassList
+	if err := r.Client.List(ctx, &classes, client.UnsafeDisableDeepCopy); err != nil {
+		return reqs
+	}
+	for i := range classes.Items {
+		reqs = append(reqs, index.WaitingOnClass(ctx, r.Client, classes.Items[i].Name)...)
+	}
+	return reqs
 }
 
 // Reconcile gathers a snapshot, decides, and writes.
@@ -89,7 +100,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	follows := svc.Annotations[v1alpha1.AnnotationIPAddressClaim] == svc.Name && waitingOwn(s)
-	if !follows && (outOfScope(&svc) || excluded(&svc, s.sources) != "" && (s.claim == nil || !controlledBy(s.claim, &svc))) {
+	if !follows && (outOfScope(&svc) || ignored(&svc, s)) {
 		// Most Services: nothing to claim and nothing created for them.
 		return reconcile.Result{}, nil
 	}

@@ -110,6 +110,15 @@ func skippedClass(svc *corev1.Service, why string) []recorder.Event {
 		v1alpha1.AnnotationIPAddressClass, class, strings.Join(ips, ", "), class, v1alpha1.AnnotationIPAddressClaim)}
 }
 
+// ignored says whether a Service in scope is one auto-claim has nothing
+// to do for: it does not qualify, nothing was created for it, and it is
+// not to be told that the class it names is not applied (skippedClass).
+func ignored(svc *corev1.Service, s snapshot) bool {
+	why := excluded(svc, s.sources)
+	return why != "" && (s.claim == nil || !controlledBy(s.claim, svc)) &&
+		(why != hasAddress || svc.Annotations[v1alpha1.AnnotationIPAddressClass] == "")
+}
+
 // waitingOwn says whether s's claim is one the core created for the
 // Service that holds no address yet: it may still follow the Service.
 func waitingOwn(s snapshot) bool {

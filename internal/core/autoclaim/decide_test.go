@@ -278,3 +278,28 @@ func TestMarkMoved(t *testing.T) {
 		t.Error("5 a class created or deleted is passed")
 	}
 }
+
+// The controller looks no further at a Service auto-claim does nothing for,
+// but one left out only for the address it has while naming a class is
+// looked at: it is told the class is not applied.
+func TestIgnored(t *testing.T) {
+	withAddress := func(s *corev1.Service) {
+		s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}
+	}
+	named := annotated(v1alpha1.AnnotationIPAddressClass, "private")
+	for _, tc := range []struct {
+		name string
+		svc  *corev1.Service
+		want bool
+	}{
+		{"qualifies", newService(), false},
+		{"an address, no class named", newService(withAddress), true},
+		{"an address and a class named: told", newService(withAddress, named), false},
+		{"opted out, a class named", newService(named, annotated(v1alpha1.AnnotationAutoClaim, "false")), true},
+		{"not a LoadBalancer, a class named", newService(named, func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeClusterIP }), true},
+	} {
+		if got := ignored(tc.svc, snapshot{service: tc.svc}); got != tc.want {
+			t.Errorf("%s: ignored = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

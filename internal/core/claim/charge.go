@@ -66,15 +66,39 @@ func (r *Reconciler) charge(ctx context.Context, s *snapshot) (string, error) {
 	// quota while another refuses would hold a place the claim cannot use.
 	for _, key := range todo {
 		if refusal, err := r.chargeOne(ctx, key, req, true); refusal != "" || err != nil {
-			return refusal, err
+			return r.refused(ctx, quotas.Items, nil, req, refusal, err)
 		}
 	}
-	for _, key := range todo {
+	for i, key := range todo {
 		if refusal, err := r.chargeOne(ctx, key, req, false); refusal != "" || err != nil {
-			return refusal, err
+			return r.refused(ctx, quotas.Items, todo[:i], req, refusal, err)
 		}
 	}
 	return "", nil
+}
+
+// refused gives back what the claim holds in its namespace's other quotas
+// when one refuses it: a place charged earlier — before this quota limited
+// its class, or by this pass, which lost a race for the refusing one — is
+// one it cannot use, and a claim of another class could. thisPass are the
+// quotas this pass charged, which the cache may not show yet.
+func (r *Reconciler) refused(ctx context.Context, quotas []corev1.ResourceQuota, thisPass []types.NamespacedName, req quota.Request, refusal string, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	holding := slices.Clone(thisPass)
+	for i := range quotas {
+		if key := client.ObjectKeyFromObject(&quotas[i]); !slices.Contains(holding, key) && charged(&quotas[i], req.UID) {
+			holding = append(holding, key)
+		}
+	}
+	none := quota.Request{Claim: req.Claim, UID: req.UID, Class: req.Class}
+	for _, key := range holding {
+		if _, err := r.chargeOne(ctx, key, none, false); err != nil {
+			return "", err
+		}
+	}
+	return refusal, nil
 }
 
 // needsRoom are the families of the claim that need room in its quotas: a
@@ -145,4 +169,10 @@ func (r *Reconciler) waitingInNamespace(ctx context.Context, o client.Object) []
 		}
 	}
 	return reqs
+}
+
+// charged says whether rq holds a charge of the claim uid.
+func charged(rq *corev1.ResourceQuota, uid types.UID) bool {
+	_, ok := quota.ChargesOf(rq)[uid]
+	return ok
 }

@@ -633,6 +633,12 @@ func (p *plan) setStatus(s snapshot, bound []v1alpha1.IPAddress, res *resolution
 	case claim.Status.Phase == v1alpha1.ClaimBound || claim.Status.Phase == v1alpha1.ClaimLost:
 		status.Phase = v1alpha1.ClaimLost
 		cond.Reason = v1alpha1.ReasonLost
+		if wait.reason == v1alpha1.ReasonQuotaExceeded {
+			// Its quota refuses the replacement: the reason says so, as on a
+			// Pending claim, so that the claim stands in no line (a place it
+			// cannot take would be kept from every other tenant's claims).
+			cond.Reason = v1alpha1.ReasonQuotaExceeded
+		}
 		cond.Message = lostMessage(claim, bound, lost, res, wait)
 	case allHeld:
 		// Never bound, every family held, one Lost (a pre-binding accepted
@@ -688,6 +694,8 @@ func lostMessage(claim *v1alpha1.IPAddressClaim, bound []v1alpha1.IPAddress, los
 		next = "another is bound in its place once its class resolves (" + res.message + ")"
 	case wait.reason == v1alpha1.ReasonQuotaExceeded:
 		next = "another is bound in its place once its quota has room (" + wait.message + ")"
+	case wait.lasting || wait.reason == v1alpha1.ReasonPoolRefused:
+		next = "none can be bound in its place for now: " + wait.message
 	}
 	for _, f := range binding.MissingFamilies(claim, families(bound)) {
 		parts = append(parts, "the "+string(f)+" address is gone; "+next)

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/index"
 )
 
 // outcome is the comparable summary of a plan.
@@ -713,8 +714,34 @@ func TestLostMessageUnderQuota(t *testing.T) {
 		t.Fatalf("status %+v, want Lost", p.status)
 	}
 	const want = "the IPv4 address is gone; another is bound in its place once its quota has room (exceeded quota: ResourceQuota q)"
-	if c := meta.FindStatusCondition(p.status.Conditions, v1alpha1.ConditionBound); c == nil || c.Message != want {
-		t.Errorf("Bound condition %v, want message %q", c, want)
+	if c := meta.FindStatusCondition(p.status.Conditions, v1alpha1.ConditionBound); c == nil || c.Message != want || c.Reason != v1alpha1.ReasonQuotaExceeded {
+		t.Errorf("Bound condition %v, want reason %s and message %q", c, v1alpha1.ReasonQuotaExceeded, want)
+	}
+	// Held back by its quota, it stands in no line: an address it cannot
+	// take goes to the next claim, of any namespace.
+	claim.Status = *p.status
+	if keys := index.LineKeys(claim); len(keys) > 0 {
+		t.Errorf("a Lost claim its quota refuses stands in lines %v", keys)
+	}
+}
+
+// 4-8: a Lost claim whose family its class's range has none of is not
+// promised a replacement nothing provisions: the message says why none
+// comes.
+func TestLostMessageForARangeless(t *testing.T) {
+	public := newClass("public", asDefault, func(c *v1alpha1.IPAddressClass) {
+		c.Status.Capacity = []v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv4, Total: 16, Available: 10}}
+	})
+	claim := newClaim("web", withFamily(v1alpha1.Dual), withStatusClass("public"), withPhase(v1alpha1.ClaimBound),
+		withReported(newAddress("203.0.113.7", "public"), newAddress("2001:db8::7", "public")))
+	v4 := newAddress("203.0.113.7", "public", boundTo(claim))
+	p := decide(newSnapshot(claim, []v1alpha1.IPAddress{v4}, []v1alpha1.IPAddressClass{public}, now))
+	if p.status == nil || p.status.Phase != v1alpha1.ClaimLost {
+		t.Fatalf("status %+v, want Lost", p.status)
+	}
+	const want = `the IPv6 address is gone; none can be bound in its place for now: waiting for provisioner p.example.com/public to provision IPv6 in class "public", whose range it counts has no IPv6 address (status.capacity): one is provisioned once the range has one`
+	if c := meta.FindStatusCondition(p.status.Conditions, v1alpha1.ConditionBound); c == nil || c.Message != want || c.Reason != v1alpha1.ReasonLost {
+		t.Errorf("Bound condition %v, want reason Lost and message %q", c, want)
 	}
 }
 
