@@ -279,11 +279,12 @@ func exceeded(rq *corev1.ResourceQuota, k corev1.ResourceName, used int64, need 
 // usage (addresses and charges, as a cache shows them) already leaves no
 // room for the families that need a new address, said as a denial; "" when
 // every quota has room. A family an address of the namespace already
-// stands for needs no room, for it counts already: one naming the claim's
-// name (a pre-binding, or what an earlier claim of the name left), or —
-// where the class keeps Released addresses in their namespace (keep) — a
-// Released one the claim would take back. The exact judgement is the
-// binder's charge; this only spares a tenant a claim that could not bind.
+// stands for needs no room, for it counts already: one pre-bound to the
+// claim's name, or — where the class keeps Released addresses in their
+// namespace (keep) — a Released one the claim would take back. An address
+// an earlier claim of the name still holds (its UID) is no new claim's, as
+// for the binder's charge (covers). The exact judgement is the binder's
+// charge; this only spares a tenant a claim that could not bind.
 func Admit(quotas []corev1.ResourceQuota, claim, class string, families []v1alpha1.IPFamily, keep bool, addresses []v1alpha1.IPAddress) string {
 	need := 0
 	for _, f := range families {
@@ -313,5 +314,5 @@ func Admit(quotas []corev1.ResourceQuota, claim, class string, families []v1alph
 func standsFor(a *v1alpha1.IPAddress, claim, class string, f v1alpha1.IPFamily, keep bool) bool {
 	ref := a.Spec.ClaimRef
 	return ref != nil && a.DeletionTimestamp == nil && a.Spec.ClassName == class && binding.Family(a) == f &&
-		(ref.Name == claim && a.Status.Phase != v1alpha1.AddressReleased || keep && a.Status.Phase == v1alpha1.AddressReleased)
+		(ref.Name == claim && ref.UID == "" && a.Status.Phase != v1alpha1.AddressReleased || keep && a.Status.Phase == v1alpha1.AddressReleased)
 }

@@ -181,6 +181,8 @@ func TestAdmit(t *testing.T) {
 	one := []corev1.ResourceQuota{*rq(map[corev1.ResourceName]int64{public: 1}, nil)}
 	kept := addr("192.0.2.1", "public", "t", "gone", "ug")
 	kept.Status.Phase = v1alpha1.AddressReleased
+	held := addr("192.0.2.1", "public", "t", "gone", "ug")
+	held.Status.Phase = v1alpha1.AddressLost
 	v6 := []v1alpha1.IPFamily{v1alpha1.IPv6}
 	for _, tc := range []struct {
 		name      string
@@ -200,6 +202,7 @@ func TestAdmit(t *testing.T) {
 		{"7 ...and only for its family", "web", "public", v6, true, []v1alpha1.IPAddress{kept}, true},
 		{"8 an address pre-bound to the claim's name needs no room", "c", "public", v4, false, []v1alpha1.IPAddress{addr("192.0.2.1", "public", "t", "c", "")}, false},
 		{"9 a Released one an earlier claim of the name left does, where the class keeps none", "gone", "public", v4, false, []v1alpha1.IPAddress{kept}, true},
+		{"10 so does one an earlier claim of the name still holds (Lost, say): the binder binds the new claim another", "gone", "public", v4, false, []v1alpha1.IPAddress{held}, true},
 	} {
 		if got := Admit(one, tc.claim, tc.class, tc.families, tc.keep, tc.addresses); (got != "") != tc.refused {
 			t.Errorf("%s: Admit = %q, want refused %v", tc.name, got, tc.refused)
