@@ -94,4 +94,7 @@ const (
 	ReasonAutoClaimWithdrawn       = "AutoClaimWithdrawn"
 	ReasonAutoClaimRefused         = "AutoClaimRefused"
 	ReasonAutoClaimSkipped         = "AutoClaimSkipped"
+	// ReasonClaimNotFound, on a LoadBalancer Service: the claim its
+	// ip-address-claim annotation names does not exist in its namespace.
+	ReasonClaimNotFound = "ClaimNotFound"
 )

@@ -395,6 +395,32 @@ func TestAutoClaim_10_ClaimFollowsAMovedMark(t *testing.T) {
 	e.g.Expect(e.getClaim(e.g, "web").Spec.ClassName).To(Equal(second))
 }
 
+// A LoadBalancer Service naming a claim its namespace does not have is
+// told so (ClaimNotFound), once the claim has been missing for a grace
+// period; a Service whose claim exists, or arrives within the grace, is
+// not.
+func TestAutoClaim_ServiceNamingAMissingClaimIsTold(t *testing.T) {
+	e := newEnv(t)
+	class := e.class("any")
+	e.createClass(class)
+	e.createClaim("real", class)
+	startManager(t)
+
+	e.createService("ok", svcAnnotation(v1alpha1.AnnotationIPAddressClaim, "real"))
+	e.createService("late", svcAnnotation(v1alpha1.AnnotationIPAddressClaim, "later"))
+	e.createService("typo", svcAnnotation(v1alpha1.AnnotationIPAddressClaim, "no-such-claim"))
+	e.createClaim("later", class)
+	e.eventuallyWithin(3*eventually, func(g Gomega) {
+		evs := e.serviceEvents(g, "typo", v1alpha1.ReasonClaimNotFound)
+		g.Expect(evs).To(HaveLen(1))
+		g.Expect(evs[0].Type).To(Equal("Warning"))
+		g.Expect(evs[0].Note).To(ContainSubstring("IPAddressClaim no-such-claim"))
+	}, "the Service naming a claim that does not exist is told")
+	for _, name := range []string{"ok", "late"} {
+		e.g.Expect(e.serviceEvents(e.g, name, v1alpha1.ReasonClaimNotFound)).To(BeEmpty(), "Service %s", name)
+	}
+}
+
 // With no class annotation, the single marked class is used; the claim is
 // then an ordinary one and binds a pre-provisioned address of the class.
 func TestAutoClaim_10_SingleAutoClaimClass(t *testing.T) {

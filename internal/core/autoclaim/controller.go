@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,6 +40,19 @@ type Reconciler struct {
 	// which a Service chooses its own address source (a pool, a pinned
 	// address, a sharing key): a Service carrying one is not auto-claimed.
 	SourceAnnotations []string
+
+	// missing remembers since when each Service has named a claim its
+	// namespace does not have (tellMissing); nil until the first.
+	mu      sync.Mutex
+	missing map[types.NamespacedName]missingClaim
+	// now is the clock; nil means time.Now.
+	now func() time.Time
+}
+
+// missingClaim: the claim a Service names and does not find, since when.
+type missingClaim struct {
+	claim string
+	since time.Time
 }
 
 // SetupWithManager registers the auto-claim controller.
@@ -89,6 +104,9 @@ func (r *Reconciler) markConcerns(ctx context.Context, _ client.Object) []reconc
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	var svc corev1.Service
 	if err := r.Client.Get(ctx, req.NamespacedName, &svc); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.found(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	s := snapshot{service: &svc, sources: r.SourceAnnotations}
@@ -102,7 +120,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	follows := svc.Annotations[v1alpha1.AnnotationIPAddressClaim] == svc.Name && waitingOwn(s)
 	if !follows && (outOfScope(&svc) || ignored(&svc, s)) {
 		// Most Services: nothing to claim and nothing created for them.
-		return reconcile.Result{}, nil
+		// One naming a claim its namespace lacks is told so.
+		again, err := r.tellMissing(ctx, &svc, s.claim)
+		return reconcile.Result{RequeueAfter: again}, err
 	}
 	var classes v1alpha1.IPAddressClassList
 	if err := r.Client.List(ctx, &classes); err != nil {
@@ -133,6 +153,64 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// A conflict (the Service or the claim changed under us) is decided
 	// again; a refusal the Service's owner was told of is retried quietly.
 	return retry.End(err)
+}
+
+// tellMissing warns a live LoadBalancer Service that names a claim its
+// namespace does not have — a typo, or its own auto-claim gone (the
+// Service re-created from a copy that kept the annotation) — once the claim
+// has been missing for namedGrace; own is the claim named after the
+// Service, if any. It returns when to look again. A claim that appears
+// wakes a Service of its name (namesake); one of another name is found
+// when the grace is over.
+func (r *Reconciler) tellMissing(ctx context.Context, svc *corev1.Service, own *v1alpha1.IPAddressClaim) (time.Duration, error) {
+	key, name := client.ObjectKeyFromObject(svc), svc.Annotations[v1alpha1.AnnotationIPAddressClaim]
+	if name == "" || svc.DeletionTimestamp != nil || svc.Spec.Type != corev1.ServiceTypeLoadBalancer || name == svc.Name && own != nil {
+		r.found(key)
+		return 0, nil
+	}
+	if name != svc.Name {
+		// The claims' own informer: a metadata-only read would start a
+		// second one, caching every claim again.
+		switch err := r.Client.Get(ctx, types.NamespacedName{Namespace: svc.Namespace, Name: name}, &v1alpha1.IPAddressClaim{}); {
+		case err == nil:
+			r.found(key)
+			return 0, nil
+		case !apierrors.IsNotFound(err):
+			return 0, err
+		}
+	}
+	if wait := r.missingFor(key, name); wait > 0 {
+		return wait, nil
+	}
+	r.Recorder.Record(namesMissing(svc, name))
+	return 0, nil
+}
+
+// missingFor notes that Service key names claim, which is missing, and
+// returns how much of namedGrace is left.
+func (r *Reconciler) missingFor(key types.NamespacedName, claim string) time.Duration {
+	now := time.Now()
+	if r.now != nil {
+		now = r.now()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m, ok := r.missing[key]
+	if !ok || m.claim != claim {
+		if r.missing == nil {
+			r.missing = map[types.NamespacedName]missingClaim{}
+		}
+		m = missingClaim{claim: claim, since: now}
+		r.missing[key] = m
+	}
+	return max(namedGrace-now.Sub(m.since), 0)
+}
+
+// found forgets Service key's missing claim.
+func (r *Reconciler) found(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.missing, key)
 }
 
 // execute creates the claim, records the events, then patches the one

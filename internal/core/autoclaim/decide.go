@@ -3,6 +3,7 @@ package autoclaim
 import (
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -108,6 +109,21 @@ func skippedClass(svc *corev1.Service, why string) []recorder.Event {
 		"%s %q is not applied: the Service already has an address (%s), and auto-claim never moves a Service off one it has; "+
 			"to take an address of class %q, create an IPAddressClaim of that class and name it with the %s annotation",
 		v1alpha1.AnnotationIPAddressClass, class, strings.Join(ips, ", "), class, v1alpha1.AnnotationIPAddressClaim)}
+}
+
+// namedGrace is how long a Service may name a claim its namespace does not
+// have before it is told: a Service and its claim applied together arrive
+// in either order.
+const namedGrace = 10 * time.Second
+
+// namesMissing is the warning on a LoadBalancer Service naming claim, which
+// its namespace does not have: no address comes from a claim that does not
+// exist, and auto-claim leaves alone a Service that names one.
+func namesMissing(svc *corev1.Service, claim string) recorder.Event {
+	return recorder.WarningOnce(svc, v1alpha1.ReasonClaimNotFound,
+		"IPAddressClaim %s, which annotation %s names, does not exist in namespace %s: the Service gets no address from it; "+
+			"create the claim, or remove the annotation (where auto-claim applies, the Service then gets a claim of its own)",
+		claim, v1alpha1.AnnotationIPAddressClaim, svc.Namespace)
 }
 
 // ignored says whether a Service in scope is one auto-claim has nothing

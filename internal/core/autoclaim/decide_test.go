@@ -2,10 +2,12 @@ package autoclaim
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
@@ -301,5 +303,41 @@ func TestIgnored(t *testing.T) {
 		if got := ignored(tc.svc, snapshot{service: tc.svc}); got != tc.want {
 			t.Errorf("%s: ignored = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A Service naming a missing claim is told once the claim has been missing
+// for the grace; naming another claim starts the grace again, and a claim
+// found forgets it.
+func TestMissingFor(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r := &Reconciler{now: func() time.Time { return now }}
+	key := types.NamespacedName{Namespace: "tenant", Name: "web"}
+	if got := r.missingFor(key, "typo"); got != namedGrace {
+		t.Errorf("first seen: %v left, want %v", got, namedGrace)
+	}
+	now = now.Add(4 * time.Second)
+	if got := r.missingFor(key, "typo"); got != namedGrace-4*time.Second {
+		t.Errorf("4s on: %v left", got)
+	}
+	if got := r.missingFor(key, "other"); got != namedGrace {
+		t.Errorf("another claim named: %v left, want the whole grace", got)
+	}
+	now = now.Add(namedGrace)
+	if got := r.missingFor(key, "other"); got != 0 {
+		t.Errorf("past the grace: %v left, want 0", got)
+	}
+	r.found(key)
+	if got := r.missingFor(key, "other"); got != namedGrace {
+		t.Errorf("found, then missing again: %v left, want the whole grace", got)
+	}
+}
+
+func TestNamesMissingMessage(t *testing.T) {
+	e := namesMissing(newService(), "typo")
+	const want = "IPAddressClaim typo, which annotation local.sdn.cozystack.io/ip-address-claim names, does not exist in namespace tenant: " +
+		"the Service gets no address from it; create the claim, or remove the annotation (where auto-claim applies, the Service then gets a claim of its own)"
+	if e.Message != want || e.Reason != v1alpha1.ReasonClaimNotFound || !e.Once || e.Type != corev1.EventTypeWarning {
+		t.Errorf("event %+v, want a WarningOnce %s %q", e, v1alpha1.ReasonClaimNotFound, want)
 	}
 }
