@@ -94,6 +94,9 @@ const (
 	ReasonAutoClaimWithdrawn       = "AutoClaimWithdrawn"
 	ReasonAutoClaimRefused         = "AutoClaimRefused"
 	ReasonAutoClaimSkipped         = "AutoClaimSkipped"
+	// ReasonAutoClaimNotNamed, on a Service: the claim the core created
+	// for it holds addresses while the Service names another claim.
+	ReasonAutoClaimNotNamed = "AutoClaimNotNamed"
 	// ReasonClaimNotFound, on a LoadBalancer Service: the claim its
 	// ip-address-claim annotation names does not exist in its namespace.
 	ReasonClaimNotFound = "ClaimNotFound"

@@ -395,6 +395,33 @@ func TestAutoClaim_10_ClaimFollowsAMovedMark(t *testing.T) {
 	e.g.Expect(e.getClaim(e.g, "web").Spec.ClassName).To(Equal(second))
 }
 
+// A Service re-pointed at another claim while its auto-claim holds an
+// address: the auto-claim is kept, with its address, and the Service is
+// told that the address stays reserved until the claim is deleted.
+func TestAutoClaim_10_OwnClaimNotNamedIsTold(t *testing.T) {
+	e := newEnv(t)
+	e.requireNoAutoClaimClass()
+	class := e.class("named")
+	e.createClass(class)
+	e.createAddress(e.v4(1), class)
+	addr := e.createAddress(e.v4(2), class)
+	e.createClaim("mine", class)
+	startManager(t)
+	e.claimBoundTo("mine", nameOf(e.v4(1)))
+
+	e.createService("shop", svcClass(class))
+	e.autoClaimed("shop", class, v1alpha1.IPv4)
+	e.claimBoundTo("shop", addr.Name)
+	svc := e.getService(e.g, "shop")
+	e.update(svc, func() { svc.Annotations[v1alpha1.AnnotationIPAddressClaim] = "mine" })
+	e.eventually(func(g Gomega) {
+		evs := e.serviceEvents(g, "shop", v1alpha1.ReasonAutoClaimNotNamed)
+		g.Expect(evs).To(HaveLen(1))
+		g.Expect(evs[0].Note).To(ContainSubstring(e.v4(2)))
+	}, "told that its own claim keeps the address")
+	e.claimBoundTo("shop", addr.Name)
+}
+
 // A LoadBalancer Service naming a claim its namespace does not have is
 // told so (ClaimNotFound), once the claim has been missing for a grace
 // period; a Service whose claim exists, or arrives within the grace, is

@@ -120,7 +120,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	follows := svc.Annotations[v1alpha1.AnnotationIPAddressClaim] == svc.Name && waitingOwn(s)
 	if !follows && (outOfScope(&svc) || ignored(&svc, s)) {
 		// Most Services: nothing to claim and nothing created for them.
-		// One naming a claim its namespace lacks is told so.
+		// One naming a claim its namespace lacks is told so, and so is one
+		// naming another claim than its own.
+		if outOfScope(&svc) {
+			for _, e := range decide(s).events {
+				r.Recorder.Record(e)
+			}
+		}
 		again, err := r.tellMissing(ctx, &svc, s.claim)
 		return reconcile.Result{RequeueAfter: again}, err
 	}

@@ -49,7 +49,7 @@ func decide(s snapshot) plan {
 		return follow(s)
 	}
 	if outOfScope(svc) {
-		return plan{}
+		return plan{events: strayOwn(s)}
 	}
 	if s.claim != nil && controlledBy(s.claim, svc) {
 		if s.claim.DeletionTimestamp != nil {
@@ -109,6 +109,29 @@ func skippedClass(svc *corev1.Service, why string) []recorder.Event {
 		"%s %q is not applied: the Service already has an address (%s), and auto-claim never moves a Service off one it has; "+
 			"to take an address of class %q, create an IPAddressClaim of that class and name it with the %s annotation",
 		v1alpha1.AnnotationIPAddressClass, class, strings.Join(ips, ", "), class, v1alpha1.AnnotationIPAddressClaim)}
+}
+
+// strayOwn tells a Service that names another claim than the one the core
+// created for it, which holds addresses: they stay reserved for the
+// Service, and counted against its namespace's quota, until that claim is
+// deleted or named again — auto-claim never deletes a claim that holds
+// addresses for a Service that has not gone or opted out, and the tenant
+// may be trying the other claim for a while.
+func strayOwn(s snapshot) []recorder.Event {
+	svc, c := s.service, s.claim
+	names := svc.Annotations[v1alpha1.AnnotationIPAddressClaim]
+	if svc.DeletionTimestamp != nil || names == "" || names == svc.Name || c == nil || !controlledBy(c, svc) ||
+		c.DeletionTimestamp != nil || len(c.Status.Addresses) == 0 {
+		return nil
+	}
+	ips := make([]string, len(c.Status.Addresses))
+	for i, a := range c.Status.Addresses {
+		ips[i] = a.Address
+	}
+	return []recorder.Event{recorder.WarningOnce(svc, v1alpha1.ReasonAutoClaimNotNamed,
+		"IPAddressClaim %s, created for this Service, holds %s for it while the Service names IPAddressClaim %s: "+
+			"those addresses stay reserved, and count against the namespace's quota, until the claim is deleted (which releases them) or named again",
+		c.Name, strings.Join(ips, " and "), names)}
 }
 
 // namedGrace is how long a Service may name a claim its namespace does not

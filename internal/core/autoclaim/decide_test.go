@@ -147,6 +147,8 @@ func TestDecide(t *testing.T) {
 			withdrawing(newClaim(newService(), "public")), outcome{}},
 		{"10-5 its own claim exists and the Service names another claim: nothing", newService(annotated(v1alpha1.AnnotationIPAddressClaim, "mine")), public,
 			newClaim(newService(), "public"), outcome{}},
+		{"10-5 its own claim holds an address and the Service names another claim: told, nothing deleted", newService(annotated(v1alpha1.AnnotationIPAddressClaim, "mine")), public,
+			holdsAddress(newClaim(newService(), "public"), "192.0.2.9"), outcome{events: []string{"Warning AutoClaimNotNamed"}}},
 		{"10-5 a namesake claim it does not control, the Service holding an address: nothing", newService(func(s *corev1.Service) {
 			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.9"}}
 		}), public, &v1alpha1.IPAddressClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web"}}, outcome{}},
