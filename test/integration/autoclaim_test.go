@@ -249,6 +249,8 @@ func TestAutoClaim_10_QualificationExclusions(t *testing.T) {
 		after func(*corev1.Service)
 		// annotation is the claim annotation the Service keeps ("" = none).
 		annotation string
+		// told: an AutoClaimSkipped warning says why it is left out.
+		told bool
 	}{
 		{name: "being-deleted",
 			mods: []func(*corev1.Service){func(s *corev1.Service) { s.Finalizers = []string{"example.com/hold"} }},
@@ -260,6 +262,8 @@ func TestAutoClaim_10_QualificationExclusions(t *testing.T) {
 		{name: "node-port", mods: []func(*corev1.Service){func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort }}},
 		{name: "names-a-claim", mods: []func(*corev1.Service){svcAnnotation(v1alpha1.AnnotationIPAddressClaim, "tenant-claim")}, annotation: "tenant-claim"},
 		{name: "auto-claim-false", mods: []func(*corev1.Service){svcAnnotation(v1alpha1.AnnotationAutoClaim, "false")}},
+		{name: "auto-claim-false-capitalized", mods: []func(*corev1.Service){svcAnnotation(v1alpha1.AnnotationAutoClaim, "False")}},
+		{name: "auto-claim-no", mods: []func(*corev1.Service){svcAnnotation(v1alpha1.AnnotationAutoClaim, "no")}, told: true},
 		{name: "load-balancer-class", mods: []func(*corev1.Service){func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("example.com/other-lb") }}},
 		{name: "load-balancer-ip", mods: []func(*corev1.Service){func(s *corev1.Service) { s.Spec.LoadBalancerIP = e.v4(200) }}},
 		{name: "metallb-io-ips", mods: []func(*corev1.Service){svcAnnotation("metallb.io/loadBalancerIPs", e.v4(201))}},
@@ -269,7 +273,7 @@ func TestAutoClaim_10_QualificationExclusions(t *testing.T) {
 		{name: "metallb-universe-pool", mods: []func(*corev1.Service){svcAnnotation("metallb.universe.tf/address-pool", "pool")}},
 		{name: "metallb-universe-shared", mods: []func(*corev1.Service){svcAnnotation("metallb.universe.tf/allow-shared-ip", "key")}},
 		{name: "backend-label", mods: []func(*corev1.Service){func(s *corev1.Service) { s.Labels = map[string]string{metallbiad.LabelAddress: "ip-x"} }}},
-		{name: "has-ingress",
+		{name: "has-ingress", told: true,
 			after: func(s *corev1.Service) {
 				e.eventually(func(g Gomega) {
 					g.Expect(k8s.Get(e.ctx, client.ObjectKeyFromObject(s), s)).To(Succeed())
@@ -300,15 +304,20 @@ func TestAutoClaim_10_QualificationExclusions(t *testing.T) {
 		})
 	}
 	// Of them, the one left out only for the address it has is told that
-	// the class it names is not applied; the others chose their exclusion.
+	// the class it names is not applied, and the one whose opt-out says
+	// neither true nor false is told that; the others chose their
+	// exclusion.
 	e.eventually(func(g Gomega) {
 		evs := e.serviceEvents(g, "has-ingress", v1alpha1.ReasonAutoClaimSkipped)
 		g.Expect(evs).To(HaveLen(1))
 		g.Expect(evs[0].Type).To(Equal("Warning"))
 		g.Expect(evs[0].Note).To(ContainSubstring(e.v4(203)))
-	}, "AutoClaimSkipped on the Service that has an address")
+		evs = e.serviceEvents(g, "auto-claim-no", v1alpha1.ReasonAutoClaimSkipped)
+		g.Expect(evs).To(HaveLen(1))
+		g.Expect(evs[0].Note).To(ContainSubstring(`is "no"`))
+	}, "AutoClaimSkipped on the Service that has an address, and on the unclear opt-out")
 	for _, tc := range cases {
-		if tc.name != "has-ingress" {
+		if !tc.told {
 			e.g.Expect(e.serviceEvents(e.g, tc.name, v1alpha1.ReasonAutoClaimSkipped)).To(BeEmpty(), "Service %s", tc.name)
 		}
 	}

@@ -136,7 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	s.classes = classes.Items
 	p := decide(s)
-	if p.retarget != nil || (p.remove != nil && svc.Annotations[v1alpha1.AnnotationAutoClaim] != "false") {
+	if p.retarget != nil || (p.remove != nil && !optsOut(&svc)) {
 		// The claim's status lags its driver's first address: one that
 		// carries the claim's UID already fixes its class, and keeps the
 		// claim with its Service unless the Service opts out.

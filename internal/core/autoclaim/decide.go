@@ -56,7 +56,7 @@ func decide(s snapshot) plan {
 			return plan{} // withdrawn already: its deletion is under way
 		}
 		if why := excluded(svc, ownSources(s)); why != "" && why != hasAddress {
-			if len(s.claim.Status.Addresses) > 0 && svc.Annotations[v1alpha1.AnnotationAutoClaim] != "false" {
+			if len(s.claim.Status.Addresses) > 0 && !optsOut(svc) {
 				// Its addresses are the Service's until the Service goes or
 				// opts out: turned ClusterIP, say, it keeps them reserved
 				// for when it is a LoadBalancer again.
@@ -68,7 +68,7 @@ func decide(s snapshot) plan {
 		return plan{annotate: svc.Name}
 	}
 	if why := excluded(svc, s.sources); why != "" {
-		return plan{events: skippedClass(svc, why)}
+		return plan{events: skipped(svc, why)}
 	}
 	class, ok, rec := autoClaimClass(svc, s.classes)
 	if !ok {
@@ -87,6 +87,18 @@ func decide(s snapshot) plan {
 	return plan{events: []recorder.Event{recorder.WarningOnce(svc, v1alpha1.ReasonClaimNotAdopted,
 		"IPAddressClaim %s exists and is not controlled by this Service; it is not adopted. Name it with the %s annotation to use it",
 		svc.Name, v1alpha1.AnnotationIPAddressClaim)}}
+}
+
+// skipped tells a Service left out for a reason it may not have meant: an
+// auto-claim annotation that says neither true nor false (unclear), or
+// the address it has (skippedClass); nil for any other reason.
+func skipped(svc *corev1.Service, why string) []recorder.Event {
+	if why == unclear {
+		return []recorder.Event{recorder.WarningOnce(svc, v1alpha1.ReasonAutoClaimSkipped,
+			"annotation %s is %q, which is neither \"true\" nor \"false\": the Service is not auto-claimed; write \"false\" to opt out, or remove it",
+			v1alpha1.AnnotationAutoClaim, svc.Annotations[v1alpha1.AnnotationAutoClaim])}
+	}
+	return skippedClass(svc, why)
 }
 
 // skippedClass tells a Service that names a class and does not qualify
@@ -154,8 +166,7 @@ func namesMissing(svc *corev1.Service, claim string) recorder.Event {
 // not to be told that the class it names is not applied (skippedClass).
 func ignored(svc *corev1.Service, s snapshot) bool {
 	why := excluded(svc, s.sources)
-	return why != "" && (s.claim == nil || !controlledBy(s.claim, svc)) &&
-		(why != hasAddress || svc.Annotations[v1alpha1.AnnotationIPAddressClass] == "")
+	return why != "" && (s.claim == nil || !controlledBy(s.claim, svc)) && len(skipped(svc, why)) == 0
 }
 
 // waitingOwn says whether s's claim is one the core created for the
@@ -216,6 +227,18 @@ func outOfScope(svc *corev1.Service) bool {
 	return svc.DeletionTimestamp != nil || svc.Annotations[v1alpha1.AnnotationIPAddressClaim] != ""
 }
 
+// unclear is why a Service whose auto-claim annotation says neither true
+// nor false ("no", "off", "0") does not qualify: a claim it did not
+// clearly ask for would take a reserved address and count against its
+// quota. Only a clear "false" withdraws a claim (optsOut).
+const unclear = "its auto-claim annotation says neither true nor false"
+
+// optsOut says whether the Service opts out of auto-claim: its auto-claim
+// annotation is "false", in any case.
+func optsOut(svc *corev1.Service) bool {
+	return strings.EqualFold(svc.Annotations[v1alpha1.AnnotationAutoClaim], "false")
+}
+
 // hasAddress is why a Service that has an address does not qualify; it
 // comes last among the reasons, as the only one the Service did not choose.
 const hasAddress = "already has an address"
@@ -226,8 +249,10 @@ func excluded(svc *corev1.Service, sources []string) string {
 	switch {
 	case svc.Spec.Type != corev1.ServiceTypeLoadBalancer:
 		return "not a LoadBalancer"
-	case a[v1alpha1.AnnotationAutoClaim] == "false":
+	case optsOut(svc):
 		return "opted out"
+	case a[v1alpha1.AnnotationAutoClaim] != "" && !strings.EqualFold(a[v1alpha1.AnnotationAutoClaim], "true"):
+		return unclear
 	case ptr.Deref(svc.Spec.LoadBalancerClass, "") != "":
 		return "another load-balancer implementation's"
 	case svc.Spec.LoadBalancerIP != "":

@@ -90,6 +90,12 @@ func TestDecide(t *testing.T) {
 		{"10-1 names a claim already", newService(annotated(v1alpha1.AnnotationIPAddressClaim, "mine")), public, nil, outcome{}},
 		{"10-1 opted out with auto-claim: false", newService(annotated(v1alpha1.AnnotationAutoClaim, "false")), public, nil, outcome{}},
 		{"10-1 auto-claim: true is no opt-out", newService(annotated(v1alpha1.AnnotationAutoClaim, "true")), public, nil, created},
+		{"10-1 ...in any case", newService(annotated(v1alpha1.AnnotationAutoClaim, "TRUE")), public, nil, created},
+		{"10-1 auto-claim: False opts out too", newService(annotated(v1alpha1.AnnotationAutoClaim, "False")), public, nil, outcome{}},
+		{"10-1 auto-claim saying neither true nor false: not claimed, and told", newService(annotated(v1alpha1.AnnotationAutoClaim, "no")), public, nil,
+			outcome{events: []string{"Warning AutoClaimSkipped"}}},
+		{"10-5 its own claim holds an address and the Service's auto-claim says neither: kept, and named", newService(annotated(v1alpha1.AnnotationAutoClaim, "off")), public,
+			holdsAddress(newClaim(newService(), "public"), "192.0.2.9"), outcome{annotate: "web"}},
 		{"10-1 another implementation's loadBalancerClass", newService(func(s *corev1.Service) { s.Spec.LoadBalancerClass = ptr.To("other.example.com/lb") }), public, nil, outcome{}},
 		{"10-1 asks for a loadBalancerIP", newService(func(s *corev1.Service) { s.Spec.LoadBalancerIP = "203.0.113.7" }), public, nil, outcome{}},
 		{"10-2 already has an address", newService(func(s *corev1.Service) {
