@@ -46,6 +46,7 @@ func TestBadValuesNameTheField(t *testing.T) {
 		{"5 an unknown pull policy", driverChart, "image.pullPolicy=Sometimes", "at '/image/pullPolicy'"},
 		{"6 an unknown validation action", driverChart, "admissionPolicy.validationActions={Block}", "at '/admissionPolicy/validationActions/0'"},
 		{"7 an empty validation action", driverChart, "admissionPolicy.validationActions={}", "at '/admissionPolicy/validationActions/0'"},
+		{"8 a driver entry the wrong way round", coreChart, "driverUsernames={system:serviceaccount:m:m=metallb.example.com}", "at '/driverUsernames/0'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, stderr, err := runHelm(t, "template", tc.chart, filepath.Join("charts", tc.chart), "--set", tc.set)

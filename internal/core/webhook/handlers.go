@@ -305,7 +305,11 @@ func (h handlers) validateClass(ctx context.Context, req admission.Request) admi
 				return admission.Errored(http.StatusInternalServerError, err)
 			}
 		}
-		return respond(req, append(ValidateClassCreate(&class, classes.Items, nil), ValidateClassProvisioner(&class, addrs.Items, h.principals.Provisioners(), nil)...))
+		resp := respond(req, append(ValidateClassCreate(&class, classes.Items, nil), ValidateClassProvisioner(&class, addrs.Items, h.principals.Provisioners(), nil)...))
+		if w := UnservedProvisioner(&class, h.principals); resp.Allowed && w != "" {
+			resp = resp.WithWarnings(w)
+		}
+		return resp
 	}
 	var old v1alpha1.IPAddressClass
 	if err := h.decoder.DecodeRaw(req.OldObject, &old); err != nil {

@@ -43,6 +43,17 @@ func (p Principals) Provisioners() []string {
 	return slices.Compact(out)
 }
 
+// Served reports whether some driver serves the classes of provisioner:
+// one scoped to it, or one serving any class.
+func (p Principals) Served(provisioner string) bool {
+	for _, d := range p.Drivers {
+		if scope, scoped := p.Scopes[d]; !scoped || slices.Contains(scope, provisioner) {
+			return true
+		}
+	}
+	return false
+}
+
 // IsCore reports whether u is the address-controller core.
 func (p Principals) IsCore(u authenticationv1.UserInfo) bool {
 	return slices.Contains(p.Core, u.Username)
@@ -78,6 +89,11 @@ func ParseDrivers(entries []string) (drivers []string, scopes map[string][]strin
 		provisioner, user = strings.TrimSpace(provisioner), strings.TrimSpace(user)
 		if user == "" || (scoped && provisioner == "") {
 			return nil, nil, fmt.Errorf("driver %q: want <provisioner>=<username> or <username>", e)
+		}
+		if strings.Contains(provisioner, ":") {
+			// A provisioner is a domain-qualified name; a ServiceAccount's
+			// user name has colons: the entry is written the wrong way round.
+			return nil, nil, fmt.Errorf("driver %q: the provisioner %q has a colon, as user names do; want <provisioner>=<username>", e, provisioner)
 		}
 		if !slices.Contains(drivers, user) {
 			drivers = append(drivers, user)

@@ -86,6 +86,8 @@ func TestParseDrivers(t *testing.T) {
 		{"bare and scoped: any class", []string{"a.example.com=d", "d"}, []string{"d"}, map[string][]string{}, ""},
 		{"no provisioner", []string{"=d"}, nil, nil, `driver "=d": want <provisioner>=<username> or <username>`},
 		{"no username", []string{"a.example.com="}, nil, nil, `driver "a.example.com=": want <provisioner>=<username> or <username>`},
+		{"the wrong way round", []string{"system:serviceaccount:m:m=metallb.example.com"}, nil, nil,
+			`driver "system:serviceaccount:m:m=metallb.example.com": the provisioner "system:serviceaccount:m:m" has a colon, as user names do; want <provisioner>=<username>`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			drivers, scopes, err := ParseDrivers(tc.entries)
@@ -99,5 +101,27 @@ func TestParseDrivers(t *testing.T) {
 				t.Errorf("scopes (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// A class whose provisioner no driver serves is only warned about (a class
+// an administrator fills by hand has none): Served says which.
+func TestServed(t *testing.T) {
+	scoped := Principals{Drivers: []string{"d"}, Scopes: map[string][]string{"d": {"a.example.com"}}}
+	anyClass := Principals{Drivers: []string{"d", "e"}, Scopes: map[string][]string{"d": {"a.example.com"}}}
+	for _, tc := range []struct {
+		name        string
+		p           Principals
+		provisioner string
+		want        bool
+	}{
+		{"the provisioner a driver is scoped to", scoped, "a.example.com", true},
+		{"a typo of it", scoped, "a.exmaple.com", false},
+		{"no drivers at all", Principals{}, "a.example.com", false},
+		{"a driver serving any class", anyClass, "b.example.com", true},
+	} {
+		if got := tc.p.Served(tc.provisioner); got != tc.want {
+			t.Errorf("%s: Served(%q) = %v, want %v", tc.name, tc.provisioner, got, tc.want)
+		}
 	}
 }

@@ -56,6 +56,24 @@ func ValidateClassProvisioner(class *v1alpha1.IPAddressClass, addresses []v1alph
 	return nil
 }
 
+// UnservedProvisioner is the warning on creating a class whose provisioner
+// no driver the core knows serves, or "". Such a class is not refused: one
+// an administrator fills by hand needs no driver. But a mistyped
+// provisioner would leave its claims waiting for good, and the field
+// cannot be changed afterwards.
+func UnservedProvisioner(class *v1alpha1.IPAddressClass, p Principals) string {
+	if p.Served(class.Spec.Provisioner) {
+		return ""
+	}
+	known := "none"
+	if ps := p.Provisioners(); len(ps) > 0 {
+		known = strings.Join(ps, ", ")
+	}
+	return fmt.Sprintf("spec.provisioner: no driver the core knows serves %q (the drivers' provisioners: %s); "+
+		"claims of this class bind only addresses an administrator creates, and spec.provisioner cannot be changed later",
+		class.Spec.Provisioner, known)
+}
+
 // ValidateClassUpdate keeps spec.provisioner (the driver whose addresses the
 // class already has) and refuses an update that makes the class a second
 // default or auto-claim class. An annotation the class already carried is

@@ -133,3 +133,19 @@ func TestValidateClassUpdate(t *testing.T) {
 		})
 	}
 }
+
+// A class of a provisioner no driver serves is admitted with a warning that
+// names the field and the provisioners the drivers serve.
+func TestUnservedProvisioner(t *testing.T) {
+	p := Principals{Drivers: []string{"d"}, Scopes: map[string][]string{"d": {"metallb.example.com"}}}
+	class := &v1alpha1.IPAddressClass{Spec: v1alpha1.IPAddressClassSpec{Provisioner: "metallb.exmaple.com"}}
+	const want = `spec.provisioner: no driver the core knows serves "metallb.exmaple.com" (the drivers' provisioners: metallb.example.com); ` +
+		"claims of this class bind only addresses an administrator creates, and spec.provisioner cannot be changed later"
+	if got := UnservedProvisioner(class, p); got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+	class.Spec.Provisioner = "metallb.example.com"
+	if got := UnservedProvisioner(class, p); got != "" {
+		t.Errorf("a served provisioner: %q", got)
+	}
+}
