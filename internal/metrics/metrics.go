@@ -143,7 +143,7 @@ func (i *inventory) Collect(ch chan<- prometheus.Metric) {
 	if err := cachetrim.Each(ctx, i.reader, &v1alpha1.IPAddressClaim{}, &v1alpha1.IPAddressClaimList{}, func(c *v1alpha1.IPAddressClaim) {
 		k := key{string(c.Status.Phase), c.Status.ClassName}
 		counts[k]++
-		if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound); c.Status.Phase == v1alpha1.ClaimPending && cond != nil {
+		if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound); cond != nil && waits(c.Status.Phase, cond.Reason) {
 			waiting[waitKey{c.Namespace, binding.ClassName(c), cond.Reason}]++
 		}
 		if ref := metav1.GetControllerOf(c); ref != nil && ref.Kind == "Service" && ref.APIVersion == "v1" &&
@@ -191,4 +191,12 @@ func running(class *v1alpha1.IPAddressClass, t string) float64 {
 		return 1
 	}
 	return 0
+}
+
+// waits says whether a claim of phase, its Bound condition's reason
+// reason, counts among the waiting: a Pending one, and a Lost one waiting
+// on something else than its address coming back (its quota refusing the
+// replacement) — a Lost one as such has an alert of its own.
+func waits(phase v1alpha1.ClaimPhase, reason string) bool {
+	return phase == v1alpha1.ClaimPending || phase == v1alpha1.ClaimLost && reason != v1alpha1.ReasonLost
 }

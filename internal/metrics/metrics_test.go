@@ -50,3 +50,23 @@ func TestRunningExhaustion(t *testing.T) {
 		t.Errorf("class being deleted: %v, want 0", got)
 	}
 }
+
+// A Lost claim held back by its quota counts among the claims waiting on
+// QuotaExceeded (the quota alert joins on it); a Lost one waiting for its
+// address to come back does not (it has its own alert), nor a Bound one.
+func TestWaits(t *testing.T) {
+	for _, tc := range []struct {
+		phase  v1alpha1.ClaimPhase
+		reason string
+		want   bool
+	}{
+		{v1alpha1.ClaimPending, v1alpha1.ReasonClassExhausted, true},
+		{v1alpha1.ClaimLost, v1alpha1.ReasonQuotaExceeded, true},
+		{v1alpha1.ClaimLost, v1alpha1.ReasonLost, false},
+		{v1alpha1.ClaimBound, v1alpha1.ReasonBound, false},
+	} {
+		if got := waits(tc.phase, tc.reason); got != tc.want {
+			t.Errorf("waits(%s, %s) = %v, want %v", tc.phase, tc.reason, got, tc.want)
+		}
+	}
+}
