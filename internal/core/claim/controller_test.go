@@ -2,6 +2,7 @@ package claim
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/fakeapi"
+	"github.com/cozystack/address-controller/internal/index"
 	"github.com/cozystack/address-controller/internal/quota"
 	"github.com/cozystack/address-controller/internal/recorder"
 	"github.com/cozystack/address-controller/internal/recorder/recordertest"
@@ -378,5 +380,39 @@ func TestRefusedChargeIsTold(t *testing.T) {
 	}
 	if got.Spec.ClaimRef != nil {
 		t.Errorf("bound without its charge: %v", got.Spec.ClaimRef)
+	}
+}
+
+// 4-7: a claim far back in the line of a class with no Available address
+// (its driver provisions) keeps the book's count of the claims ahead, so
+// that a driver's room smaller than the line tells it the class is out of
+// addresses for it; near the front the cache confirms each place.
+func TestPlaceFarBackKeepsTheBooksCount(t *testing.T) {
+	var objs []client.Object
+	line := index.NewLine()
+	for i := range 15 {
+		c := newClaim(fmt.Sprintf("c%02d", i), withClass("public"), withStatusClass("public"), withPhase(v1alpha1.ClaimPending))
+		c.CreationTimestamp = metav1.NewTime(now.Add(time.Duration(i-100) * time.Second))
+		objs = append(objs, c)
+		line.File(c)
+	}
+	last := objs[len(objs)-1].(*v1alpha1.IPAddressClaim)
+	cache, live := fakes(t, objects(objs...), objects(objs...))
+	r := reconciler(cache, live)
+	r.waitingBook, r.freeBook = line, index.NewBook(func(client.Object) []string { return nil })
+
+	pl, err := r.placeInBook(context.Background(), last, "public", v1alpha1.IPv4)
+	if err != nil || pl.ahead != 14 || pl.available != 0 {
+		t.Fatalf("place %+v, %v; want 14 ahead, none available", pl, err)
+	}
+	class := newClass("public", func(c *v1alpha1.IPAddressClass) {
+		c.Status.Capacity = []v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv4, Total: 16, Allocated: 4, Available: 12}}
+	})
+	if !outOfAddresses(&class, v1alpha1.IPv4, pl) {
+		t.Errorf("14 ahead and 12 left: the class is out of addresses for the claim")
+	}
+	pl, err = r.placeInBook(context.Background(), objs[5].(*v1alpha1.IPAddressClaim), "public", v1alpha1.IPv4)
+	if err != nil || pl.ahead != 5 {
+		t.Errorf("near the front: %+v, %v; want 5 ahead, confirmed", pl, err)
 	}
 }

@@ -81,6 +81,14 @@ func (r *Reconciler) placeInBook(ctx context.Context, claim *v1alpha1.IPAddressC
 	switch {
 	case pl.served():
 		return pl, nil
+	case pl.available == 0 && pl.ahead > exactPlaces:
+		// Nothing to bind, far back: the book's count stands, given by its
+		// order of magnitude (a lag of an event moves it by one), and
+		// decides against the driver's room whether the class is out of
+		// addresses for this claim — cut to the first places, a claim
+		// hundreds back behind a pool of fifty would be told it only
+		// waits for the driver.
+		return pl, nil
 	case pl.available == 0:
 		// Nothing to bind, but a place near the front is given exactly:
 		// the cache confirms those the book files ahead (a book lagging a
