@@ -529,8 +529,9 @@ func (r *Reconciler) smallestFree(ctx context.Context, class string, f v1alpha1.
 // namespace, the one of family f the claim takes before anything else
 // (rebindable, releasedFirst), reserved for this pass; nil when there is
 // none. Only in-flight ones: errBusy, since an Available address must not
-// be taken while the namespace still has one of its own; only one of the
-// claim's name still attached: that one, with errDetaching.
+// be taken while the namespace still has one of its own; one of the
+// claim's name still attached, and none of its name free: that one, with
+// errDetaching, whatever else the namespace keeps.
 func (r *Reconciler) keptInNamespace(ctx context.Context, claim *v1alpha1.IPAddressClaim, class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) (*v1alpha1.IPAddress, error) {
 	if !class.Spec.KeepReleasedInNamespace {
 		return nil, nil
@@ -543,6 +544,16 @@ func (r *Reconciler) keptInNamespace(ctx context.Context, claim *v1alpha1.IPAddr
 		return rebindable(a, claim, class, f) && !r.claimedElsewhere(ctx, a, claim)
 	})
 	slices.SortFunc(kept, releasedFirst(claim))
+	if len(kept) == 0 || kept[0].Spec.ClaimRef.Name != claim.Name {
+		// Its own, still attached to its former Service, comes before
+		// another claim's: taking that one would change the address of
+		// the Service naming this claim, and leave its own to the next.
+		for i := range list.Items {
+			if detaching(&list.Items[i], claim, class, f) {
+				return &list.Items[i], errDetaching
+			}
+		}
+	}
 	for i := range kept {
 		if r.assumed.reserve(kept[i].Name) {
 			return &kept[i], nil
@@ -550,11 +561,6 @@ func (r *Reconciler) keptInNamespace(ctx context.Context, claim *v1alpha1.IPAddr
 	}
 	if len(kept) > 0 {
 		return nil, errBusy
-	}
-	for i := range list.Items {
-		if detaching(&list.Items[i], claim, class, f) {
-			return &list.Items[i], errDetaching
-		}
 	}
 	return nil, nil
 }

@@ -240,18 +240,27 @@ func TestKeptAddressWaitsForItsNamesake(t *testing.T) {
 // The address it waits for counts in its namespace's quotas already: a
 // quota at its limit does not refuse the claim for it.
 func TestKeptAddressStillAttachedIsWaitedFor(t *testing.T) {
-	t.Run("no quota", func(t *testing.T) { keptAddressStillAttachedIsWaitedFor(t, nil) })
+	t.Run("no quota", func(t *testing.T) { keptAddressStillAttachedIsWaitedFor(t, nil, false) })
 	full := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "addresses"},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{quota.ClassKey("public"): resource.MustParse("1")}}}
-	t.Run("a quota at its limit", func(t *testing.T) { keptAddressStillAttachedIsWaitedFor(t, full) })
+	t.Run("a quota at its limit", func(t *testing.T) { keptAddressStillAttachedIsWaitedFor(t, full, false) })
+	// Another claim's kept address, free to take back, is not taken in its
+	// place: the Service naming the claim would change address, and the
+	// two claims' Services swap theirs.
+	t.Run("another kept address free", func(t *testing.T) { keptAddressStillAttachedIsWaitedFor(t, nil, true) })
 }
 
-func keptAddressStillAttachedIsWaitedFor(t *testing.T, rq *corev1.ResourceQuota) {
+func keptAddressStillAttachedIsWaitedFor(t *testing.T, rq *corev1.ResourceQuota, another bool) {
 	class := newClass("public", func(c *v1alpha1.IPAddressClass) { c.Spec.KeepReleasedInNamespace = true })
 	web := newClaim("web", withClass("public"), withStatusClass("public"), withPhase(v1alpha1.ClaimPending)) // re-created: a new UID
 	kept := newAddress("203.0.113.1", "public", releasedFrom(ns, "web", now.Add(-time.Minute)), attachedTo("web"))
 	free := newAddress("203.0.113.2", "public", inPhase(v1alpha1.AddressAvailable))
 	objs := []client.Object{web, &class, &kept, &free}
+	others := []client.Object{&free}
+	if another {
+		api := newAddress("203.0.113.3", "public", releasedFrom(ns, "api", now.Add(-time.Hour)))
+		objs, others = append(objs, &api), append(others, &api)
+	}
 	if rq != nil {
 		objs = append(objs, rq)
 	}
@@ -260,12 +269,14 @@ func keptAddressStillAttachedIsWaitedFor(t *testing.T, rq *corev1.ResourceQuota)
 	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(web)}); err != nil {
 		t.Fatal(err)
 	}
-	var got v1alpha1.IPAddress
-	if err := cache.Get(context.Background(), client.ObjectKeyFromObject(&free), &got); err != nil {
-		t.Fatal(err)
-	}
-	if got.Spec.ClaimRef != nil {
-		t.Errorf("the Available address was bound to %v; want the claim to wait for its own", got.Spec.ClaimRef)
+	for _, o := range others {
+		var got v1alpha1.IPAddress
+		if err := cache.Get(context.Background(), client.ObjectKeyFromObject(o), &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.ClaimRef != nil && got.Spec.ClaimRef.UID == web.UID {
+			t.Errorf("%s was bound to the claim; want the claim to wait for its own", got.Name)
+		}
 	}
 	var c v1alpha1.IPAddressClaim
 	if err := cache.Get(context.Background(), client.ObjectKeyFromObject(web), &c); err != nil {
