@@ -2,6 +2,7 @@ package address
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -193,9 +194,32 @@ func (p *plan) syncReleased(s snapshot) {
 		// The driver's status write that ends the attachment wakes this.
 		return
 	}
+	if awaited(s) {
+		// The claim takes it back (its pass may wait while the driver
+		// detaches it); recycled now, it would go to the line instead.
+		// Looked at again in a while: a claim that changes its mind
+		// (another class) wakes no address.
+		p.requeueAfter = awaitedRecheck
+		return
+	}
 	p.clearClaimRef = true
 	p.events = append(p.events, recorder.Normal(s.address, v1alpha1.ReasonRecycled,
 		"releaseDelay %s of class %s has passed since the address was released; clearing spec.claimRef", class.Spec.ReleaseDelay.Duration, class.Name))
+}
+
+// awaitedRecheck is how often an address past its releaseDelay that a claim
+// is to take back is looked at again.
+const awaitedRecheck = time.Minute
+
+// awaited says whether a claim of the name the address was last bound to,
+// created again in its class, which keeps Released addresses in their
+// namespace, still wants the address's family: that claim takes this
+// address back before any other, and waits for it while it is detached.
+func awaited(s snapshot) bool {
+	c, a := s.claim, s.address
+	return c != nil && s.class.Spec.KeepReleasedInNamespace && c.DeletionTimestamp == nil && c.UID != a.Spec.ClaimRef.UID &&
+		c.Spec.AddressName == "" && binding.ClassName(c) == a.Spec.ClassName &&
+		slices.Contains(binding.UnreportedFamilies(c), binding.Family(a))
 }
 
 // attached reports whether the address's driver still reports it attached

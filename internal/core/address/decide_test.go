@@ -70,6 +70,11 @@ func classWithDelay(d time.Duration) *v1alpha1.IPAddressClass {
 		Spec: v1alpha1.IPAddressClassSpec{Provisioner: "p", ReleaseDelay: &metav1.Duration{Duration: d}}}
 }
 
+func keeping(c *v1alpha1.IPAddressClass) *v1alpha1.IPAddressClass {
+	c.Spec.KeepReleasedInNamespace = true
+	return c
+}
+
 type outcome struct {
 	addFinalizer, removeFinalizer, clearClaimRef, remove, claimGone bool
 	phase                                                           v1alpha1.AddressPhase // written phase, "" when unchanged
@@ -211,6 +216,21 @@ func TestDecide(t *testing.T) {
 				a.Status.Holding = &v1alpha1.Holding{From: []v1alpha1.HeldReference{{Kind: "Service", Namespace: "t", Name: "web", UID: "s"}}}
 			}), class: classWithDelay(time.Minute)},
 			outcome{claimGone: true}},
+		{"5-7 releaseDelay passed while a claim of its name, created again, waits to take it back: not recycled",
+			snapshot{address: newAddress(claimRef("u1"), releasedAt(now.Add(-time.Hour))), class: keeping(classWithDelay(time.Minute)),
+				claim: newClaim("u2", func(c *v1alpha1.IPAddressClaim) { c.Spec.ClassName = "public" })},
+			outcome{claimGone: true, requeueAfter: awaitedRecheck}},
+		{"5-7 ...recycled once that claim has an address of the family",
+			snapshot{address: newAddress(claimRef("u1"), releasedAt(now.Add(-time.Hour))), class: keeping(classWithDelay(time.Minute)),
+				claim: newClaim("u2", func(c *v1alpha1.IPAddressClaim) {
+					c.Spec.ClassName = "public"
+					c.Status.Addresses = []v1alpha1.ClaimedAddress{{Name: "ip-203-0-113-9", Address: "203.0.113.9"}}
+				})},
+			outcome{claimGone: true, clearClaimRef: true, events: []string{"Normal Recycled"}}},
+		{"5-7 ...and where the class keeps nothing in the namespace",
+			snapshot{address: newAddress(claimRef("u1"), releasedAt(now.Add(-time.Hour))), class: classWithDelay(time.Minute),
+				claim: newClaim("u2", func(c *v1alpha1.IPAddressClaim) { c.Spec.ClassName = "public" })},
+			outcome{claimGone: true, clearClaimRef: true, events: []string{"Normal Recycled"}}},
 		{"5-7 a held address is exempt",
 			snapshot{address: newAddress(claimRef("u1"), releasedAt(now.Add(-time.Hour)), held), class: classWithDelay(time.Minute)},
 			outcome{claimGone: true}},
