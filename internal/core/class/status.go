@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -98,9 +99,11 @@ func (r *Reconciler) writeStatus(ctx context.Context, class *v1alpha1.IPAddressC
 	r.last.mu.Lock()
 	last := r.last.at[class.Name]
 	r.last.mu.Unlock()
-	before := binding.Exhausted(class, v1alpha1.IPv4) || binding.Exhausted(class, v1alpha1.IPv6)
-	after := &v1alpha1.IPAddressClass{Status: *st}
-	if wait := last.Add(statusInterval).Sub(now); wait > 0 && before == (binding.Exhausted(after, v1alpha1.IPv4) || binding.Exhausted(after, v1alpha1.IPv6)) {
+	// A change of Exhausted is written at once: judged against the
+	// condition stored, not recomputed from a status whose driver's
+	// capacity may already have moved it (the driver writes that part).
+	before := meta.IsStatusConditionTrue(class.Status.Conditions, v1alpha1.ConditionExhausted)
+	if wait := last.Add(statusInterval).Sub(now); wait > 0 && before == meta.IsStatusConditionTrue(st.Conditions, v1alpha1.ConditionExhausted) {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	updated := class.DeepCopy()

@@ -94,6 +94,40 @@ func TestWriteStatus(t *testing.T) {
 	if _, err := r.writeStatus(ctx, get()); err != nil || api.Writes() != writes {
 		t.Errorf("4. %v, %d writes; want none", err, api.Writes()-writes)
 	}
+
+}
+
+// A change of Exhausted that the driver's count makes (its part of the
+// status, status.capacity) is written at once too, although the status the
+// pass starts from already carries that count.
+func TestDriversCountEndsExhaustedAtOnce(t *testing.T) {
+	ctx := context.Background()
+	class := &v1alpha1.IPAddressClass{ObjectMeta: metav1.ObjectMeta{Name: "public"}}
+	api := fakeapi.New(t, []client.Object{class, classAddress("192.0.2.1", v1alpha1.AddressBound)})
+	r := &Reconciler{Client: api}
+	get := func() *v1alpha1.IPAddressClass {
+		t.Helper()
+		var c v1alpha1.IPAddressClass
+		if err := api.Get(ctx, client.ObjectKey{Name: "public"}, &c); err != nil {
+			t.Fatal(err)
+		}
+		return &c
+	}
+	if _, err := r.writeStatus(ctx, get()); err != nil {
+		t.Fatal(err)
+	}
+	if !meta.IsStatusConditionTrue(get().Status.Conditions, v1alpha1.ConditionExhausted) {
+		t.Fatal("one address, Bound, and no driver's count: want Exhausted")
+	}
+	driven := get()
+	driven.Status.Capacity = []v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv4, Total: 16, Allocated: 1, Available: 15}}
+	if err := api.Status().Update(ctx, driven); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.writeStatus(ctx, get())
+	if err != nil || res.RequeueAfter > 0 || meta.IsStatusConditionTrue(get().Status.Conditions, v1alpha1.ConditionExhausted) {
+		t.Errorf("= %+v, %v, Exhausted still true; want it cleared at once, within the interval", res, err)
+	}
 }
 
 // The tally files an address under its class and family, and its phase;
