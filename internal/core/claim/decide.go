@@ -632,13 +632,7 @@ func (p *plan) setStatus(s snapshot, bound []v1alpha1.IPAddress, res *resolution
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, v1alpha1.ReasonBound, "bound to "+addressList(status.Addresses)
 	case claim.Status.Phase == v1alpha1.ClaimBound || claim.Status.Phase == v1alpha1.ClaimLost:
 		status.Phase = v1alpha1.ClaimLost
-		cond.Reason = v1alpha1.ReasonLost
-		if wait.reason == v1alpha1.ReasonQuotaExceeded {
-			// Its quota refuses the replacement: the reason says so, as on a
-			// Pending claim, so that the claim stands in no line (a place it
-			// cannot take would be kept from every other tenant's claims).
-			cond.Reason = v1alpha1.ReasonQuotaExceeded
-		}
+		cond.Reason = lostReason(wait)
 		cond.Message = lostMessage(claim, bound, lost, res, wait)
 	case allHeld:
 		// Never bound, every family held, one Lost (a pre-binding accepted
@@ -678,6 +672,17 @@ func pendingReason(res *resolution, wait waiting) (reason, message string) {
 		msg += ": " + res.message
 	}
 	return v1alpha1.ReasonWaitingForClass, msg
+}
+
+// lostReason is the Bound condition's reason on a Lost claim: Lost, or
+// QuotaExceeded when its quota refuses the replacement — as on a Pending
+// claim, so that it stands in no line (a place it cannot take would be
+// kept from every other tenant's claims).
+func lostReason(wait waiting) string {
+	if wait.reason == v1alpha1.ReasonQuotaExceeded {
+		return v1alpha1.ReasonQuotaExceeded
+	}
+	return v1alpha1.ReasonLost
 }
 
 // lostMessage says what a Lost claim lost and what comes next; a family
