@@ -285,3 +285,17 @@ func limitsAddresses(o client.Object) bool {
 func Replaced(e event.UpdateEvent) bool {
 	return e.ObjectOld.GetUID() != e.ObjectNew.GetUID()
 }
+
+// NamespaceLeaving reports whether namespace name is being deleted, from
+// the cache's metadata of namespaces: its claims are about to be deleted
+// with it, and nothing is to be bound, charged, taken back or provisioned
+// for them — an address given now would outlive the namespace, Released
+// under Retain. A namespace the cache does not show (not seen yet) or a
+// failed read says no: the pass goes on as for any claim.
+func NamespaceLeaving(ctx context.Context, c client.Reader, name string) bool {
+	ns := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}}
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
+		return false
+	}
+	return ns.DeletionTimestamp != nil
+}

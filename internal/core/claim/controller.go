@@ -81,6 +81,7 @@ import (
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses/status,verbs=update
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
 
 // Reconciler binds claims (§4) and reclaims their addresses (§6).
 type Reconciler struct {
@@ -301,6 +302,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if r.versions.Stale(req.NamespacedName, claim.ResourceVersion) {
 		// The cache has yet to deliver this binder's own last write.
 		return retry.Again()
+	}
+	if claim.DeletionTimestamp == nil && index.NamespaceLeaving(ctx, r.Client, claim.Namespace) {
+		// Deleted with its namespace any moment: its deletion wakes it.
+		return reconcile.Result{}, nil
 	}
 	s, reserved, err := r.gather(ctx, &claim)
 	defer r.assumed.unreserve(reserved...)

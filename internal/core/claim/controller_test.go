@@ -427,3 +427,22 @@ func TestPlaceFarBackKeepsTheBooksCount(t *testing.T) {
 		t.Errorf("near the front: %+v, %v; want 5 ahead, confirmed", pl, err)
 	}
 }
+
+// 4: a claim whose namespace is being deleted is deleted with it any
+// moment: nothing is bound for it (the address would outlive the
+// namespace, Released under Retain), and nothing is written.
+func TestClaimOfALeavingNamespaceGetsNothing(t *testing.T) {
+	class := newClass("public")
+	web := newClaim("web", withClass("public"))
+	free := newAddress("203.0.113.1", "public", inPhase(v1alpha1.AddressAvailable))
+	leaving := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, DeletionTimestamp: &metav1.Time{Time: now}, Finalizers: []string{"example.com/hold"}}}
+	cache, live := fakes(t, objects(web, &class, &free, leaving), objects(web, &class, &free, leaving))
+	r := reconciler(cache, live)
+	writes := cache.(*fakeapi.API).Writes()
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(web)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := cache.(*fakeapi.API).Writes() - writes; n != 0 {
+		t.Errorf("%d writes; want none for a claim of a namespace being deleted", n)
+	}
+}

@@ -54,6 +54,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclaims,verbs=list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=list;watch
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddresses,verbs=list;watch;create
 // +kubebuilder:rbac:groups=local.sdn.cozystack.io,resources=ipaddressclasses,verbs=list;watch
 // A ResourceQuota that limits addresses must have charged a family to the
@@ -208,7 +209,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := r.Client.Get(ctx, req.NamespacedName, &claim); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if !serves(&claim) {
+	if !serves(&claim) || index.NamespaceLeaving(ctx, r.Client, claim.Namespace) {
+		// A claim deleted with its namespace any moment gets no address.
 		return reconcile.Result{}, nil
 	}
 	class, obj, err := r.Classes.Class(ctx, className(&claim))

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"go4.org/netipx"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
 	"github.com/cozystack/address-controller/internal/driver/metallb"
@@ -151,5 +154,31 @@ func TestUsedListFresh(t *testing.T) {
 		if got := l.fresh(tc.now, tc.ranges); got != tc.want {
 			t.Errorf("%d: fresh = %v, want %v", i, got, tc.want)
 		}
+	}
+}
+
+// A claim whose namespace is being deleted gets no address: it is deleted
+// with its namespace any moment, and the address would outlive it.
+func TestClaimOfALeavingNamespaceIsNotProvisioned(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	claim := &v1alpha1.IPAddressClaim{Spec: v1alpha1.IPAddressClaimSpec{ClassName: "public"}}
+	claim.Namespace, claim.Name, claim.UID = "ns", "web", "uid"
+	leaving := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ns", DeletionTimestamp: &metav1.Time{Time: time.Now()}, Finalizers: []string{"example.com/hold"}}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(claim, leaving).WithInterceptorFuncs(interceptor.Funcs{
+		Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
+			t.Error("an address was created for a claim of a namespace being deleted")
+			return nil
+		},
+	}).Build()
+	r := &Reconciler{Client: c, Recorder: recorder.New(events.NewFakeRecorder(10)), inflight: map[string]inflight{},
+		claims: map[types.UID]map[v1alpha1.IPFamily]created{}, used: map[string]usedList{}}
+	if res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(claim)}); err != nil || res != (reconcile.Result{}) {
+		t.Errorf("Reconcile = %+v, %v; want nothing done", res, err)
 	}
 }
