@@ -57,7 +57,7 @@ type IPAddressSpec struct {
 	// Immutable.
 	// +required
 	// +kubebuilder:validation:MaxLength=39
-	// +kubebuilder:validation:XValidation:rule="isIP(self) && ip.isCanonical(self)",message="must be an IPv4 or IPv6 address in canonical form"
+	// +kubebuilder:validation:XValidation:rule="isIP(self) && ip.isCanonical(self)",message="must be an IPv4 or IPv6 address in canonical form (an IPv6 one in lowercase and shortest, e.g. 2001:db8::7, not 2001:DB8:0::7)"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="address is immutable"
 	Address string `json:"address"`
 
@@ -199,7 +199,7 @@ type IPAddressStatus struct {
 // +kubebuilder:selectablefield:JSONPath=`.spec.address`
 // +kubebuilder:selectablefield:JSONPath=`.spec.claimRef.namespace`
 // +kubebuilder:selectablefield:JSONPath=`.spec.claimRef.name`
-// +kubebuilder:validation:XValidation:rule=`self.metadata.name == "ip-" + self.spec.address.replace(".", "-").replace(":", "-") + (self.spec.address.endsWith(":") ? "0" : "")`,message="metadata.name must be derived from spec.address: ip- followed by the address with each . and : replaced by - (and 0 appended if it would end in -), e.g. ip-203-0-113-7 or ip-2001-db8--7"
+// +kubebuilder:validation:XValidation:rule=`!(isIP(self.spec.address) && ip.isCanonical(self.spec.address)) || self.metadata.name == "ip-" + self.spec.address.replace(".", "-").replace(":", "-") + (self.spec.address.endsWith(":") ? "0" : "")`,message="metadata.name must be derived from spec.address: ip- followed by the address with each . and : replaced by - (and 0 appended if it would end in -), e.g. ip-203-0-113-7 or ip-2001-db8--7"
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.spec.address`
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.className`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`

@@ -41,6 +41,9 @@ func TestCRD_RejectsInvalidObjects(t *testing.T) {
 		path string
 		// why is what the message must say about it.
 		why string
+		// not is what it must not say: an error that follows from the
+		// first, which would only mislead.
+		not string
 	}{
 		{
 			name: "claim with an unknown family",
@@ -72,6 +75,18 @@ func TestCRD_RejectsInvalidObjects(t *testing.T) {
 			field: "spec.address",
 			path:  "spec.address",
 			why:   "must be an IPv4 or IPv6 address in canonical form",
+		},
+		{
+			name: "address in uppercase, named as its canonical form is",
+			write: func() error {
+				a := newAddress(e.v4(2), class)
+				a.Name, a.Spec.Address = "ip-2001-db8--1", "2001:DB8::1"
+				return k8s.Create(e.ctx, a)
+			},
+			field: "spec.address",
+			path:  "spec.address",
+			why:   "e.g. 2001:db8::7, not 2001:DB8:0::7",
+			not:   "must be derived from spec.address",
 		},
 		{
 			name: "address with both source.fromClass and source.providerRef",
@@ -210,6 +225,9 @@ func TestCRD_RejectsInvalidObjects(t *testing.T) {
 			g.Expect(err).To(HaveOccurred())
 			g.Expect(apierrors.IsInvalid(err)).To(BeTrue(), "want Invalid, got %v", err)
 			g.Expect(err.Error()).To(ContainSubstring(tc.why))
+			if tc.not != "" {
+				g.Expect(err.Error()).NotTo(ContainSubstring(tc.not))
+			}
 			t.Logf("rejected: %v", err)
 			var status *apierrors.StatusError
 			g.Expect(errors.As(err, &status)).To(BeTrue(), "want a status error, got %T", err)
