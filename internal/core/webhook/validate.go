@@ -91,7 +91,10 @@ func ValidateClaimAddressName(spec *v1alpha1.IPAddressClaimSpec, fldPath *field.
 	if ip.Is6() {
 		family = v1alpha1.IPv6
 	}
-	if want := orIPv4(spec.Family); want != v1alpha1.Dual && want != family {
+	// A family the schema does not know (ipv6, say) is the schema's to
+	// refuse, on spec.family: compared here, the error would fall on the
+	// address's name.
+	if want := orIPv4(spec.Family); (want == v1alpha1.IPv4 || want == v1alpha1.IPv6) && want != family {
 		return field.ErrorList{field.Invalid(fldPath.Child("addressName"), name,
 			fmt.Sprintf("names an %s address (%s) and spec.family is %s", family, ip, want))}
 	}
