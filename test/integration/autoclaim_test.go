@@ -376,6 +376,11 @@ func TestAutoClaim_10_ClaimFollowsACorrectedClass(t *testing.T) {
 
 	e.createService("web", svcClass(named+"-typo"))
 	e.autoClaimed("web", named+"-typo", v1alpha1.IPv4)
+	e.eventually(func(g Gomega) {
+		evs := e.serviceEvents(g, "web", v1alpha1.ReasonClassNotFound)
+		g.Expect(evs).To(HaveLen(1))
+		g.Expect(evs[0].Type).To(Equal("Warning"))
+	}, "the Service is told the class it names does not exist")
 	svc := e.getService(e.g, "web")
 	e.update(svc, func() { svc.Annotations[v1alpha1.AnnotationIPAddressClass] = named })
 	e.claimBoundTo("web", addr.Name)

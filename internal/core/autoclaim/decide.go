@@ -78,8 +78,16 @@ func decide(s snapshot) plan {
 		return plan{}
 	}
 	if s.claim == nil {
-		return plan{create: newClaim(svc, class), annotate: svc.Name, events: []recorder.Event{recorder.Normal(svc, v1alpha1.ReasonAutoClaimed,
-			"created IPAddressClaim %s of class %q (%s) for this Service", svc.Name, class, family(svc))}}
+		events := []recorder.Event{recorder.Normal(svc, v1alpha1.ReasonAutoClaimed,
+			"created IPAddressClaim %s of class %q (%s) for this Service", svc.Name, class, family(svc))}
+		if !slices.ContainsFunc(s.classes, func(c v1alpha1.IPAddressClass) bool { return c.Name == class }) {
+			// Named on the Service, and not there: the claim waits for it
+			// (ClassNotFound), and follows the annotation once corrected.
+			events = append(events, recorder.WarningOnce(svc, v1alpha1.ReasonClassNotFound,
+				"IPAddressClass %s, which annotation %s names, does not exist: IPAddressClaim %s waits for it; correct the annotation and the claim follows it",
+				class, v1alpha1.AnnotationIPAddressClass, svc.Name))
+		}
+		return plan{create: newClaim(svc, class), annotate: svc.Name, events: events}
 	}
 	if leaving(s.claim, svc) {
 		return plan{} // its going wakes the Service (namesake)

@@ -90,6 +90,8 @@ func TestDecide(t *testing.T) {
 		{"10-1 names a claim already", newService(annotated(v1alpha1.AnnotationIPAddressClaim, "mine")), public, nil, outcome{}},
 		{"10-1 opted out with auto-claim: false", newService(annotated(v1alpha1.AnnotationAutoClaim, "false")), public, nil, outcome{}},
 		{"10-1 auto-claim: true is no opt-out", newService(annotated(v1alpha1.AnnotationAutoClaim, "true")), public, nil, created},
+		{"10-3 a class named that does not exist: claimed all the same, and told", newService(annotated(v1alpha1.AnnotationIPAddressClass, "typo")), public, nil,
+			outcome{create: "typo IPv4 owned-by=svc-uid", annotate: "web", events: []string{"Normal AutoClaimed", "Warning ClassNotFound"}}},
 		{"10-1 ...in any case", newService(annotated(v1alpha1.AnnotationAutoClaim, "TRUE")), public, nil, created},
 		{"10-1 auto-claim: False opts out too", newService(annotated(v1alpha1.AnnotationAutoClaim, "False")), public, nil, outcome{}},
 		{"10-1 auto-claim saying neither true nor false: not claimed, and told", newService(annotated(v1alpha1.AnnotationAutoClaim, "no")), public, nil,
