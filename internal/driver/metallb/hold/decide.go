@@ -220,9 +220,37 @@ func workload(s snapshot, p *plan) *corev1.Service {
 		return nil
 	}
 	if !coversFamilies(s, cands[0]) {
-		return nil // a family the claim requests is not bound yet
+		// A family the claim requests is not bound yet: the Service waits,
+		// told why when the claim says its wait is no brief one.
+		p.events = append(p.events, familyWaits(s, cands[0])...)
+		return nil
 	}
 	return cands[0]
+}
+
+// waitsLong are the reasons of a claim's Bound condition that say the
+// address it lacks does not come soon: its quota, its class or pool full
+// or refused, an address Lost.
+var waitsLong = []string{v1alpha1.ReasonQuotaExceeded, v1alpha1.ReasonClassExhausted, v1alpha1.ReasonPoolRefused, v1alpha1.ReasonLost}
+
+// familyWaits tells a Service waiting for a family of its claim that is
+// not bound, when the claim's own condition says it will not be soon; its
+// tenant reads the Service, and the claim's addresses already bound stay
+// on their placeholders meanwhile.
+func familyWaits(s snapshot, svc *corev1.Service) []recorder.Event {
+	cond := meta.FindStatusCondition(s.claim.Status.Conditions, v1alpha1.ConditionBound)
+	if cond == nil || cond.Status == metav1.ConditionTrue || !slices.Contains(waitsLong, cond.Reason) {
+		return nil
+	}
+	var missing []string
+	for _, f := range svc.Spec.IPFamilies {
+		if !slices.ContainsFunc(claimed(s), func(a *v1alpha1.IPAddress) bool { return binding.Family(a) == v1alpha1.IPFamily(f) }) {
+			missing = append(missing, string(f))
+		}
+	}
+	return []recorder.Event{recorder.WarningOnce(svc, metallb.ReasonFamilyNotAttached,
+		"IPAddressClaim %s has no %s address bound (%s: %s); its addresses are attached to this Service once every family of it is",
+		s.claim.Name, strings.Join(missing, " and "), cond.Reason, cond.Message)}
 }
 
 // notServed says why MetalLB would not give svc an address (it is not a

@@ -935,3 +935,31 @@ func TestStalledHandoff(t *testing.T) {
 		t.Error("no handoff: no look again")
 	}
 }
+
+// 7-5: a dual-stack Service naming a Dual claim whose IPv6 address is not
+// bound, and will not be soon by the claim's own word (its class out of
+// addresses, its quota full, its pool refused, an address Lost), is told
+// so; a wait the claim calls brief (provisioning) is not told.
+func TestFamilyWaits(t *testing.T) {
+	for _, tc := range []struct {
+		reason string
+		want   int
+	}{
+		{v1alpha1.ReasonClassExhausted, 1},
+		{v1alpha1.ReasonQuotaExceeded, 1},
+		{v1alpha1.ReasonWaitingForProvisioning, 0},
+	} {
+		claim := &v1alpha1.IPAddressClaim{Spec: v1alpha1.IPAddressClaimSpec{Family: v1alpha1.Dual}}
+		claim.Namespace, claim.Name = ns, "web"
+		claim.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionBound, Status: metav1.ConditionFalse, Reason: tc.reason, Message: "1st waiting for IPv6"}}
+		s := snapshot{address: addr(v4, v1alpha1.AddressBound), claim: claim, siblings: []*v1alpha1.IPAddress{addr(v4, v1alpha1.AddressBound)}}
+		events := familyWaits(s, svc(ns, "a", naming("web"), dualStack))
+		if len(events) != tc.want {
+			t.Errorf("%s: %d events, want %d", tc.reason, len(events), tc.want)
+			continue
+		}
+		if tc.want == 1 && (!strings.Contains(events[0].Message, "no IPv6 address bound ("+tc.reason+": 1st waiting for IPv6)") || events[0].Reason != metallb.ReasonFamilyNotAttached) {
+			t.Errorf("%s: %+v", tc.reason, events[0])
+		}
+	}
+}
