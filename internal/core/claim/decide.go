@@ -644,6 +644,9 @@ func (p *plan) setStatus(s snapshot, bound []v1alpha1.IPAddress, res *resolution
 	default:
 		status.Phase = v1alpha1.ClaimPending
 		cond.Reason, cond.Message = pendingReason(res, wait)
+		if len(lost) > 0 { // never Bound: its Lost address is told beside the wait of the family it lacks
+			cond.Message += fmt.Sprintf("; IPAddress %s, which its provisioner no longer holds (Lost), waits to be held again", strings.Join(lost, " and "))
+		}
 	}
 	binding.SetCondition(&status.Conditions, cond, s.now)
 

@@ -846,3 +846,21 @@ func TestResolveClassNamesADepartingDefault(t *testing.T) {
 		t.Errorf("resolution: %s %q, want NoDefaultClass %q", r.reason, r.message, want)
 	}
 }
+
+// 4-8: a Dual claim never Bound whose IPv4 address went Lost while its
+// IPv6 one is still to come says both: the wait of the family it lacks,
+// and the Lost address.
+func TestPendingClaimTellsItsLostAddress(t *testing.T) {
+	public := newClass("public", asDefault)
+	claim := newClaim("web", withFamily(v1alpha1.Dual), withStatusClass("public"))
+	v4 := newAddress("203.0.113.7", "public", boundTo(claim), inPhase(v1alpha1.AddressLost))
+	p := decide(newSnapshot(claim, []v1alpha1.IPAddress{v4}, []v1alpha1.IPAddressClass{public}, now))
+	if p.status == nil || p.status.Phase != v1alpha1.ClaimPending {
+		t.Fatalf("status %+v, want Pending", p.status)
+	}
+	cond := meta.FindStatusCondition(p.status.Conditions, v1alpha1.ConditionBound)
+	if cond == nil || !strings.Contains(cond.Message, "IPAddress ip-203-0-113-7, which its provisioner no longer holds (Lost), waits to be held again") ||
+		!strings.Contains(cond.Message, "IPv6") {
+		t.Errorf("Bound condition %v; want the IPv6 wait and the Lost address", cond)
+	}
+}
