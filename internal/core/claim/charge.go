@@ -105,7 +105,8 @@ func (r *Reconciler) refused(ctx context.Context, quotas []corev1.ResourceQuota,
 // family it holds, or is pre-bound to, is counted already; so is one it
 // takes back from its namespace (keepReleasedInNamespace), whether that
 // address is free to take now or still being detached from its former
-// Service. None while its class is unresolved.
+// Service, and one whose address it names still names its earlier
+// incarnation (ownNamed). None while its class is unresolved.
 func needsRoom(s *snapshot) []v1alpha1.IPFamily {
 	claim, class := s.claim, s.class.class
 	if class == nil {
@@ -114,7 +115,7 @@ func needsRoom(s *snapshot) []v1alpha1.IPFamily {
 	named := map[v1alpha1.IPFamily]bool{}
 	for i := range s.addresses {
 		a := &s.addresses[i]
-		if f := binding.Family(a); binding.Holds(a, claim) || binding.PreBoundIn(a, claim, class.Name) || rebindable(a, claim, class, f) {
+		if f := binding.Family(a); binding.Holds(a, claim) || binding.PreBoundIn(a, claim, class.Name) || rebindable(a, claim, class, f) || ownNamed(a, claim) {
 			named[f] = true
 		}
 	}
@@ -122,6 +123,15 @@ func needsRoom(s *snapshot) []v1alpha1.IPFamily {
 		named[f] = true
 	}
 	return binding.MissingFamilies(claim, named)
+}
+
+// ownNamed: the address the claim names (spec.addressName) still names a
+// claim of its namespace and name — an earlier incarnation's, the claim
+// restored from a backup. It counts in the quota already, and the claim
+// waits for an administrator to clear its claimRef, not for room.
+func ownNamed(a *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim) bool {
+	ref := a.Spec.ClaimRef
+	return claim.Spec.AddressName == a.Name && ref != nil && ref.Namespace == claim.Namespace && ref.Name == claim.Name
 }
 
 // chargeOne charges req to one quota, read with the namespace's addresses

@@ -446,3 +446,27 @@ func TestClaimOfALeavingNamespaceGetsNothing(t *testing.T) {
 		t.Errorf("%d writes; want none for a claim of a namespace being deleted", n)
 	}
 }
+
+// 4-7: a claim restored from a backup naming its address, which still names
+// the claim's earlier incarnation (Released), waits for an administrator to
+// clear that claimRef, and says so — its quota counts the address already,
+// so a full quota does not make it wait on room it does not need.
+func TestRestoredClaimNamingItsAddressNeedsNoRoom(t *testing.T) {
+	class := newClass("public")
+	kept := newAddress("203.0.113.1", "public", releasedFrom(ns, "web", now.Add(-time.Hour)))
+	web := newClaim("web", withClass("public"), withAddressName(kept.Name))
+	full := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "addresses"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{quota.ClassKey("public"): resource.MustParse("1")}}}
+	cache, live := fakes(t, objects(web, &class, &kept, full), objects(web, &class, &kept, full))
+	r := reconciler(cache, live)
+	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(web)}); err != nil {
+		t.Fatal(err)
+	}
+	var c v1alpha1.IPAddressClaim
+	if err := cache.Get(context.Background(), client.ObjectKeyFromObject(web), &c); err != nil {
+		t.Fatal(err)
+	}
+	if cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound); cond == nil || cond.Reason != v1alpha1.ReasonWaitingForAddress {
+		t.Errorf("Bound condition %v; want it waiting for its address, not for room", cond)
+	}
+}
