@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -286,6 +287,19 @@ func Replaced(e event.UpdateEvent) bool {
 	return e.ObjectOld.GetUID() != e.ObjectNew.GetUID()
 }
 
+// WatchNamespaces registers the cache's metadata informer of namespaces
+// (NamespaceLeaving) before the manager starts, so that it is synced with
+// the others before the first pass rather than started, and waited for,
+// by it.
+func WatchNamespaces(ctx context.Context, c cache.Cache) error {
+	_, err := c.GetInformer(ctx, namespaceMeta())
+	return err
+}
+
+func namespaceMeta() *metav1.PartialObjectMetadata {
+	return &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}}
+}
+
 // NamespaceLeaving reports whether namespace name is being deleted, from
 // the cache's metadata of namespaces: its claims are about to be deleted
 // with it, and nothing is to be bound, charged, taken back or provisioned
@@ -293,7 +307,7 @@ func Replaced(e event.UpdateEvent) bool {
 // under Retain. A namespace the cache does not show (not seen yet) or a
 // failed read says no: the pass goes on as for any claim.
 func NamespaceLeaving(ctx context.Context, c client.Reader, name string) bool {
-	ns := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"}}
+	ns := namespaceMeta()
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
 		return false
 	}

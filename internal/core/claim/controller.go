@@ -132,6 +132,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	if err := r.waitingBook.Feed(context.Background(), mgr.GetCache(), &v1alpha1.IPAddressClaim{}); err != nil {
 		return err
 	}
+	if err := index.WatchNamespaces(context.Background(), mgr.GetCache()); err != nil {
+		return err
+	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("ipaddressclaim").
 		For(&v1alpha1.IPAddressClaim{}).

@@ -137,6 +137,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	if err := r.line.Feed(context.Background(), mgr.GetCache(), &v1alpha1.IPAddressClaim{}); err != nil {
 		return err
 	}
+	if err := index.WatchNamespaces(context.Background(), mgr.GetCache()); err != nil {
+		return err
+	}
 	stamped := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetAnnotations()[v1alpha1.AnnotationProvisioner] == metallb.Provisioner
 	})
