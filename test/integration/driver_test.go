@@ -256,7 +256,10 @@ func TestDriver_7_1_PoolRefused(t *testing.T) {
 			g.Expect(ready.Reason).To(Equal(metallbiad.ReasonPoolRefused))
 			g.Expect(ready.Message).To(ContainSubstring(why))
 			g.Expect(e.events(g, class, metallbiad.ReasonPoolRefused)).NotTo(BeEmpty())
-		}, "class %s should be refused", class)
+			// Not even the autoAssign pool's or the first class's
+			// addresses: the class will provision none of them.
+			g.Expect(c.Status.Capacity).To(BeEmpty())
+		}, "class %s should be refused, counting nothing", class)
 		claim := "for-" + class
 		e.createClaim(claim, class)
 		e.eventually(func(g Gomega) {

@@ -14,6 +14,7 @@ package pool
 
 import (
 	"context"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -59,28 +60,35 @@ type Reconciler struct {
 }
 
 type counted struct {
-	counts map[v1alpha1.IPFamily]allocator.Capacity
-	pool   string
-	at     time.Time
+	counts   map[v1alpha1.IPFamily]allocator.Capacity
+	pool     string
+	accepted bool
+	at       time.Time
 }
 
 // count counts the class's pool at most once per Interval, or when it
-// names another pool; the gauges follow each count.
+// names another pool or is accepted or refused; the gauges follow each
+// count. A refused class counts nothing: the pool is not its ledger (it
+// may be another class's, or one MetalLB hands out by itself), and its
+// figures would promise tenants room the class will not provision.
 func (r *Reconciler) count(ctx context.Context, c metallb.Class, now time.Time) (map[v1alpha1.IPFamily]allocator.Capacity, error) {
 	r.mu.Lock()
 	last, ok := r.counted[c.Name]
 	r.mu.Unlock()
-	if ok && last.pool == c.PoolName && now.Sub(last.at) < r.Interval {
+	if ok && last.pool == c.PoolName && last.accepted == c.Accepted() && now.Sub(last.at) < r.Interval {
 		return last.counts, nil
 	}
-	used, err := r.Books.Used(ctx, c)
-	if err != nil {
-		return nil, err
+	var used []netip.Addr
+	if c.Accepted() {
+		var err error
+		if used, err = r.Books.Used(ctx, c); err != nil {
+			return nil, err
+		}
 	}
 	n := counts(c, used)
 	setMetrics(c, n)
 	r.mu.Lock()
-	r.counted[c.Name] = counted{counts: n, pool: c.PoolName, at: now}
+	r.counted[c.Name] = counted{counts: n, pool: c.PoolName, accepted: c.Accepted(), at: now}
 	r.mu.Unlock()
 	return n, nil
 }

@@ -72,10 +72,11 @@ func (p plan) schedule(lastWrite, now time.Time, interval time.Duration) (write 
 	return true, interval
 }
 
-// counts counts the pool per family it has addresses of.
+// counts counts the pool per family it has addresses of; nothing for a
+// class the driver refuses (see count).
 func counts(c metallb.Class, used []netip.Addr) map[v1alpha1.IPFamily]allocator.Capacity {
 	out := map[v1alpha1.IPFamily]allocator.Capacity{}
-	if c.Ranges == nil {
+	if c.Ranges == nil || !c.Accepted() {
 		return out
 	}
 	for _, f := range v1alpha1.Dual.Families() {

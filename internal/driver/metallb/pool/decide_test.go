@@ -57,6 +57,16 @@ func TestDecide(t *testing.T) {
 			t.Errorf("a second pass changed nothing, got %+v", again)
 		}
 	})
+	t.Run("a class refused over a pool that exists reports no capacity: the pool is not its ledger", func(t *testing.T) {
+		taken := accepted
+		taken.Refusal = "IPAddressPool metallb-system/public is already named by IPAddressClass older"
+		class := &v1alpha1.IPAddressClass{}
+		class.Status = decide(class, accepted, counts(accepted, used), now).status
+		p := decide(class, taken, counts(taken, used), now)
+		if !refusedNow(p) || p.status.Capacity != nil || !p.capacityChanged {
+			t.Fatalf("want the refusal to clear the capacity, got %+v", p.status)
+		}
+	})
 	t.Run("a capacity-only change is told apart from a readiness change", func(t *testing.T) {
 		class := &v1alpha1.IPAddressClass{}
 		class.Status = decide(class, accepted, counts(accepted, used), now).status
