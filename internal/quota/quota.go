@@ -206,7 +206,7 @@ func Decide(rq *corev1.ResourceQuota, req Request, charges Charges, addresses []
 	for _, k := range keys {
 		hard, have := rq.Spec.Hard[k], used[k]
 		if have.Value()+int64(len(need)) > hard.Value() {
-			return Decision{Charges: dropped, Refusal: exceeded(rq, k, have.Value(), len(need))}
+			return Decision{Charges: dropped, Refusal: exceeded(rq, k, have.Value(), len(need), addresses)}
 		}
 	}
 	out := charges.without("")
@@ -267,11 +267,31 @@ func Prune(rq *corev1.ResourceQuota, charges Charges, addresses []v1alpha1.IPAdd
 }
 
 // exceeded says that quota rq has no room on key k for need more
-// addresses, naming the quota, the key and the numbers.
-func exceeded(rq *corev1.ResourceQuota, k corev1.ResourceName, used int64, need int) string {
+// addresses, naming the quota, the key and the numbers — and how many of
+// those in use are Released: a tenant counting its claims would otherwise
+// not see what fills the quota (an address kept in the namespace, or one
+// a Retain class leaves until an administrator deletes or recycles it).
+func exceeded(rq *corev1.ResourceQuota, k corev1.ResourceName, used int64, need int, addresses []v1alpha1.IPAddress) string {
 	hard := rq.Spec.Hard[k]
-	return fmt.Sprintf("exceeded quota: ResourceQuota %s limits %s in namespace %s to %d; %d are in use and the claim needs %d more",
+	msg := fmt.Sprintf("exceeded quota: ResourceQuota %s limits %s in namespace %s to %d; %d are in use and the claim needs %d more",
 		rq.Name, k, rq.Namespace, hard.Value(), used, need)
+	if n := released(rq.Namespace, k, addresses); n > 0 {
+		msg += fmt.Sprintf("; %d of those in use %s Released, still the namespace's until recycled or deleted", n, map[bool]string{true: "is", false: "are"}[n == 1])
+	}
+	return msg
+}
+
+// released counts the Released addresses of namespace that count on key k.
+func released(namespace string, k corev1.ResourceName, addresses []v1alpha1.IPAddress) int {
+	n := 0
+	for i := range addresses {
+		a := &addresses[i]
+		if a.Status.Phase == v1alpha1.AddressReleased && a.Spec.ClaimRef != nil && a.Spec.ClaimRef.Namespace == namespace &&
+			(k == AllClasses || k == ClassKey(a.Spec.ClassName)) {
+			n++
+		}
+	}
+	return n
 }
 
 // Admit is the early refusal at the creation of claim (its name) of
@@ -301,7 +321,7 @@ func Admit(quotas []corev1.ResourceQuota, claim, class string, families []v1alph
 		for _, k := range Keys(rq, class) {
 			hard, have := rq.Spec.Hard[k], used[k]
 			if have.Value()+int64(need) > hard.Value() {
-				return exceeded(rq, k, have.Value(), need)
+				return exceeded(rq, k, have.Value(), need, addresses)
 			}
 		}
 	}

@@ -155,6 +155,25 @@ func TestDecideRefusalNamesEverything(t *testing.T) {
 	}
 }
 
+// TestRefusalCountsReleased: a quota full of Released addresses says so,
+// counting those of the key refused only — at the binder and at admission.
+func TestRefusalCountsReleased(t *testing.T) {
+	q := rq(map[corev1.ResourceName]int64{public: 2}, nil)
+	kept := addr("192.0.2.1", "public", "t", "old", "uo")
+	kept.Status.Phase = v1alpha1.AddressReleased
+	other := addr("192.0.2.9", "private", "t", "gone", "ug")
+	other.Status.Phase = v1alpha1.AddressReleased
+	addrs := []v1alpha1.IPAddress{kept, other, addr("192.0.2.2", "public", "t", "a", "ua")}
+	want := "exceeded quota: ResourceQuota q limits public.ipaddressclass.local.sdn.cozystack.io/addresses in namespace t to 2; " +
+		"2 are in use and the claim needs 1 more; 1 of those in use is Released, still the namespace's until recycled or deleted"
+	if d := Decide(q, Request{"c", "uc", "public", v4}, nil, addrs); d.Refusal != want {
+		t.Errorf("binder's refusal\n  %q\nwant\n  %q", d.Refusal, want)
+	}
+	if got := Admit([]corev1.ResourceQuota{*q}, "c", "public", v4, false, addrs); got != want {
+		t.Errorf("admission's refusal\n  %q\nwant\n  %q", got, want)
+	}
+}
+
 // TestPrune: settled charges and those of gone claims go; a waiting one
 // of a live claim stays.
 func TestPrune(t *testing.T) {

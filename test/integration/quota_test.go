@@ -192,8 +192,9 @@ func TestQuota_ReleasedCountsUntilRecycled(t *testing.T) {
 		cond := meta.FindStatusCondition(c.Status.Conditions, v1alpha1.ConditionBound)
 		g.Expect(cond).NotTo(BeNil())
 		g.Expect(cond.Reason).To(Equal(v1alpha1.ReasonQuotaExceeded))
+		g.Expect(cond.Message).To(HaveSuffix("1 of those in use is Released, still the namespace's until recycled or deleted"))
 		g.Expect(e.quotaUsed(g, "all", quota.AllClasses)).To(Equal(int64(1)))
-	}, "the Released address holds the only place")
+	}, "the Released address holds the only place, and the claim says so")
 
 	// An admin recycles it: the place is free, the waiting claim binds.
 	e.update(first, func() { first.Spec.ClaimRef = nil })
