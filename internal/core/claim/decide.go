@@ -413,7 +413,14 @@ func whyWaiting(s snapshot, class *v1alpha1.IPAddressClass, families []string) w
 	}
 	for _, f := range families {
 		if pl := s.line[v1alpha1.IPFamily(f)]; outOfAddresses(class, v1alpha1.IPFamily(f), pl) {
-			return waiting{reason: v1alpha1.ReasonClassExhausted, message: fmt.Sprintf("%s: no %s address is left to bind", standing(pl.ahead, f, class.Name), f)}
+			w := waiting{reason: v1alpha1.ReasonClassExhausted, message: fmt.Sprintf("%s: no %s address is left to bind", standing(pl.ahead, f, class.Name), f)}
+			if len(rangeless(class, []string{f})) > 0 {
+				// Its addresses of f are all taken (some Lost, say, their
+				// range removed from the pool): the way out is the range's.
+				w.message += ", and the range its provisioner counts has none (status.capacity): one is provisioned once the range has one"
+				w.lasting = true
+			}
+			return w
 		}
 	}
 	w := waiting{reason: v1alpha1.ReasonWaitingForProvisioning,

@@ -823,6 +823,15 @@ func TestWhyWaitingForARangeless(t *testing.T) {
 	if w := whyWaiting(snapshot{}, &class, []string{"IPv4"}); strings.Contains(w.message, "range") {
 		t.Errorf("a family the range has: %q", w.message)
 	}
+	// Addresses of IPv6 exist, all taken (their range removed from the
+	// pool, they went Lost): the class has none left, and the claim is
+	// told where one would come from.
+	class.Status.Addresses = []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv6, Total: 2, Bound: 2}}
+	w = whyWaiting(snapshot{line: map[v1alpha1.IPFamily]place{v1alpha1.IPv6: {available: -1}}}, &class, []string{"IPv6"})
+	want = `1st waiting for IPv6 in class public: no IPv6 address is left to bind, and the range its provisioner counts has none (status.capacity): one is provisioned once the range has one`
+	if w.reason != v1alpha1.ReasonClassExhausted || w.message != want || !w.lasting {
+		t.Errorf("%s: %q (lasting %v), want %q", w.reason, w.message, w.lasting, want)
+	}
 }
 
 // A restored claim waiting for the Released address of its predecessor is
