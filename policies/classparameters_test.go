@@ -107,6 +107,7 @@ func TestClassParameters_Evaluated(t *testing.T) {
 		{"5 an empty pool", nil, class(metallb, map[string]any{"pool": ""}), "spec.parameters.pool: Required value"},
 		{"6 a pool that is no string", nil, class(metallb, map[string]any{"pool": int64(7)}), "spec.parameters.pool: Invalid value: must be a string"},
 		{"7 a pool name too long", nil, class(metallb, map[string]any{"pool": strings.Repeat("p", 254)}), "spec.parameters.pool: Too long"},
+		{"7b a null pool is a missing one, as for the driver", nil, class(metallb, map[string]any{"pool": nil}), "spec.parameters.pool: Required value"},
 		{"8 another provisioner's class is not judged", nil, class("static.example.com", map[string]any{"anything": "x"}), ""},
 		{"9 an update breaking the parameters", good, class(metallb, map[string]any{"pool": "p", "note": "x"}), "unknown field(s) note"},
 		{"10 an update leaving broken parameters as they were", class(metallb, map[string]any{"note": "x"}), class(metallb, map[string]any{"note": "x"}), ""},

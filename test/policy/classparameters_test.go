@@ -79,7 +79,8 @@ func TestClassParameters_EnforcedByKubeAPIServer(t *testing.T) {
 		{"3 no pool", `{"pools":"p"}`, `spec.parameters: Unsupported value: unknown field(s) pools`},
 		{"4 an empty pool", `{"pool":""}`, `spec.parameters.pool: Required value`},
 		{"5 a pool that is no string", `{"pool":7}`, `spec.parameters.pool: Invalid value: must be a string`},
-		{"5b a pool name too long", `{"pool":"` + strings.Repeat("p", 254) + `"}`, `spec.parameters.pool: Too long: may not be more than 253 bytes`},
+		{"5b a pool name too long", `{"pool":"` + strings.Repeat("p", 254) + `"}`, `spec.parameters.pool: Too long: may not be more than 253 characters`},
+		{"5c a null pool", `{"pool":null}`, `spec.parameters.pool: Required value`},
 		{"6 the one parameter", `{"pool":"p"}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
