@@ -204,6 +204,38 @@ func TestQuota_ReleasedCountsUntilRecycled(t *testing.T) {
 	}, "the waiting claim binds once the address is recycled")
 }
 
+// A claim held back by its quota is told when a place in use turns
+// Released: deleting a claim under Retain frees no place, and the refusal
+// says why the count did not drop.
+func TestQuota_WaitingClaimToldOfANewlyReleasedAddress(t *testing.T) {
+	e := newEnv(t)
+	class := e.class("public")
+	e.createClass(class)
+	first := e.createAddress(e.v4(1), class)
+	e.createAddress(e.v4(2), class)
+	e.createQuota("all", map[corev1.ResourceName]int64{quota.AllClasses: 1})
+	startManager(t)
+	e.addressPhase(first.Name, v1alpha1.AddressAvailable)
+	old := e.createClaim("old", class)
+	e.claimBoundTo("old", first.Name)
+
+	e.createClaim("new", class)
+	e.eventually(func(g Gomega) {
+		cond := meta.FindStatusCondition(e.getClaim(g, "new").Status.Conditions, v1alpha1.ConditionBound)
+		g.Expect(cond).NotTo(BeNil())
+		g.Expect(cond.Reason).To(Equal(v1alpha1.ReasonQuotaExceeded))
+		g.Expect(cond.Message).NotTo(ContainSubstring("Released"))
+	}, "the new claim waits for room")
+
+	e.delete(old)
+	e.addressPhase(first.Name, v1alpha1.AddressReleased)
+	e.eventually(func(g Gomega) {
+		cond := meta.FindStatusCondition(e.getClaim(g, "new").Status.Conditions, v1alpha1.ConditionBound)
+		g.Expect(cond.Reason).To(Equal(v1alpha1.ReasonQuotaExceeded))
+		g.Expect(cond.Message).To(HaveSuffix("1 of those in use is Released, still the namespace's until recycled or deleted"))
+	}, "the waiting claim is told the place is a Released address's")
+}
+
 // The API server's own object-count quota on claims works as for any
 // resource: count/ipaddressclaims.local.sdn.cozystack.io.
 func TestQuota_ClaimCount(t *testing.T) {
