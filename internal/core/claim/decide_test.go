@@ -873,3 +873,35 @@ func TestPendingClaimTellsItsLostAddress(t *testing.T) {
 		t.Errorf("Bound condition %v; want the IPv6 wait and the Lost address", cond)
 	}
 }
+
+// TestReclaimDatesATakenBackReleaseAnew: an address of a class that keeps
+// Released addresses in their namespace, taken back by a claim deleted
+// before the address's pass marked it Bound, still shows the earlier
+// claim's release. The reclaim dates it from now, so that releaseDelay
+// counts from this release; a release this claim's reclaim wrote already
+// (a retried pass) keeps its date.
+func TestReclaimDatesATakenBackReleaseAnew(t *testing.T) {
+	created := now.Add(-time.Minute)
+	claim := newClaim("web", deleting, func(c *v1alpha1.IPAddressClaim) { c.CreationTimestamp = metav1.NewTime(created) })
+	for _, tc := range []struct {
+		name       string
+		releasedAt time.Time
+		want       time.Time
+	}{
+		{"6-1 keep: released before the claim existed, dated now", now.Add(-time.Hour), now},
+		{"6-1 keep: released by this claim's reclaim already, date kept", created.Add(time.Second), created.Add(time.Second)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAddress("203.0.113.7", "public", releasedFrom(ns, "web", tc.releasedAt),
+				func(a *v1alpha1.IPAddress) { a.Spec.ClaimRef.UID = claim.UID })
+			p := decide(newSnapshot(claim, []v1alpha1.IPAddress{a}, nil, now))
+			if len(p.release) != 1 {
+				t.Fatalf("released %d addresses, want 1", len(p.release))
+			}
+			c := meta.FindStatusCondition(p.release[0].Status.Conditions, v1alpha1.ConditionBound)
+			if c == nil || !c.LastTransitionTime.Time.Equal(tc.want) {
+				t.Errorf("Bound condition %+v, want lastTransitionTime %s", c, tc.want)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package claim
 import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
@@ -34,6 +35,13 @@ func decideReclaim(s snapshot) plan {
 	owned := metav1.GetControllerOf(claim) != nil && !keeps
 	for _, a := range bound {
 		a := a.DeepCopy()
+		if releasedBefore(a, claim) {
+			// Taken back (claimRef rewritten) and its claim deleted before
+			// the address's pass marked it Bound: the release on record is
+			// the earlier claim's. Dated anew, releaseDelay counts from
+			// this one.
+			meta.RemoveStatusCondition(&a.Status.Conditions, v1alpha1.ConditionBound)
+		}
 		switch {
 		case owned || a.Spec.ReclaimPolicy == v1alpha1.ReclaimDelete:
 			p.remove = append(p.remove, a)
@@ -45,6 +53,14 @@ func decideReclaim(s snapshot) plan {
 	}
 	p.removeFinalizer = true
 	return p
+}
+
+// releasedBefore reports whether a still shows a release older than claim:
+// one of an earlier claim.
+func releasedBefore(a *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim) bool {
+	c := meta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionBound)
+	return a.Status.Phase == v1alpha1.AddressReleased && c != nil && c.Status == metav1.ConditionFalse &&
+		c.LastTransitionTime.Before(&claim.CreationTimestamp)
 }
 
 // releasedMessage says what becomes of a Released address: an admin's to
