@@ -114,13 +114,12 @@ func Exhausted(class *v1alpha1.IPAddressClass, f v1alpha1.IPFamily) bool {
 // conditions: a family with nothing left, or with less than percent of
 // its addresses left.
 func ExhaustionConditions(class *v1alpha1.IPAddressClass, percent int64) (exhausted, nearly metav1.Condition) {
-	exhausted = metav1.Condition{Type: v1alpha1.ConditionExhausted, Status: metav1.ConditionFalse, Reason: "AddressesLeft",
-		Message: "every family has addresses left"}
-	nearly = metav1.Condition{Type: v1alpha1.ConditionNearlyExhausted, Status: metav1.ConditionFalse, Reason: "AddressesLeft",
-		Message: fmt.Sprintf("every family has at least %d%% of its addresses left", percent)}
-	var gone, low []string
+	var counted, gone, low []string
 	for _, f := range []v1alpha1.IPFamily{v1alpha1.IPv4, v1alpha1.IPv6} {
 		left, total, known := Left(class, f)
+		if known && total > 0 {
+			counted = append(counted, string(f))
+		}
 		switch {
 		case !known || total == 0:
 		case left == 0:
@@ -129,6 +128,7 @@ func ExhaustionConditions(class *v1alpha1.IPAddressClass, percent int64) (exhaus
 			low = append(low, fmt.Sprintf("%s: %d of %d left", f, left, total))
 		}
 	}
+	exhausted, nearly = notExhausted(class, counted, percent)
 	if len(gone) > 0 {
 		exhausted.Status, exhausted.Reason = metav1.ConditionTrue, "NoAddressLeft"
 		exhausted.Message = "no " + strings.Join(gone, " or ") + " address is left to bind or provision"
@@ -136,6 +136,34 @@ func ExhaustionConditions(class *v1alpha1.IPAddressClass, percent int64) (exhaus
 	if low = slices.Concat(low, prefixed(gone)); len(low) > 0 {
 		nearly.Status, nearly.Reason = metav1.ConditionTrue, "BelowThreshold"
 		nearly.Message = fmt.Sprintf("%s (threshold %d%%)", strings.Join(low, "; "), percent)
+	}
+	return exhausted, nearly
+}
+
+// notExhausted are the conditions of a class with no family out of
+// addresses or low on them, saying which families are counted: a class
+// nothing is counted of (its driver refuses it or counts no range, or it
+// has no address yet) is not said to have addresses left.
+func notExhausted(class *v1alpha1.IPAddressClass, counted []string, percent int64) (exhausted, nearly metav1.Condition) {
+	exhausted = metav1.Condition{Type: v1alpha1.ConditionExhausted, Status: metav1.ConditionFalse, Reason: "AddressesLeft"}
+	nearly = metav1.Condition{Type: v1alpha1.ConditionNearlyExhausted, Status: metav1.ConditionFalse, Reason: "AddressesLeft"}
+	switch families := strings.Join(counted, " and "); len(counted) {
+	case 1:
+		exhausted.Message = families + " has addresses left"
+		nearly.Message = fmt.Sprintf("%s has at least %d%% of its addresses left", families, percent)
+	case 2:
+		exhausted.Message = families + " have addresses left"
+		nearly.Message = fmt.Sprintf("%s have at least %d%% of their addresses left", families, percent)
+	default:
+		why := "the class has no address yet and no driver counts a range of it"
+		switch ready := meta.FindStatusCondition(class.Status.Conditions, v1alpha1.ConditionReady); {
+		case ready != nil && ready.Status == metav1.ConditionFalse:
+			why = "its driver does not accept the class (its Ready condition says why)"
+		case ready != nil:
+			why = "its driver provisions on demand and counts no range"
+		}
+		exhausted.Reason, exhausted.Message = "NotCounted", "what the class has left is not counted: "+why
+		nearly.Reason, nearly.Message = exhausted.Reason, exhausted.Message
 	}
 	return exhausted, nearly
 }

@@ -35,13 +35,24 @@ func TestExhaustionConditions(t *testing.T) {
 		exhausted, nearly       metav1.ConditionStatus
 		exhaustedMsg, nearlyMsg string
 	}{
-		{"1 nothing known: neither", class(nil, nil), metav1.ConditionFalse, metav1.ConditionFalse, "", ""},
+		{"1 nothing known: neither, and it says nothing is counted", class(nil, nil), metav1.ConditionFalse, metav1.ConditionFalse,
+			"what the class has left is not counted: the class has no address yet and no driver counts a range of it",
+			"what the class has left is not counted: the class has no address yet and no driver counts a range of it"},
+		{"1b a class its driver refuses counts nothing, whatever its addresses: not said to have addresses left",
+			&v1alpha1.IPAddressClass{Status: v1alpha1.IPAddressClassStatus{
+				Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse}},
+				Addresses:  []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 3, Bound: 3}}}},
+			metav1.ConditionFalse, metav1.ConditionFalse,
+			"what the class has left is not counted: its driver does not accept the class (its Ready condition says why)", ""},
+		{"1c a family counted with room, the other not: the message names the one counted",
+			class(nil, []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv6, Total: 4, Bound: 1, Available: 3}}),
+			metav1.ConditionFalse, metav1.ConditionFalse, "IPv6 has addresses left", "IPv6 has at least 10% of its addresses left"},
 		{"2 static addresses all taken", class(nil, []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 2, Bound: 2}}),
 			metav1.ConditionTrue, metav1.ConditionTrue, "no IPv4 address is left to bind or provision", "IPv4: none left (threshold 10%)"},
 		{"3 a pool below the threshold", class([]v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv6, Total: 256, Allocated: 250, Available: 6}}, nil),
 			metav1.ConditionFalse, metav1.ConditionTrue, "", "IPv6: 6 of 256 left (threshold 10%)"},
 		{"4 the driver's count wins over the addresses'", class([]v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv4, Total: 16, Available: 8}},
-			[]v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 8, Bound: 8}}), metav1.ConditionFalse, metav1.ConditionFalse, "", ""},
+			[]v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 8, Bound: 8}}), metav1.ConditionFalse, metav1.ConditionFalse, "IPv4 has addresses left", ""},
 		{"5 a driver's range all provisioned, one address recycled to Available: not exhausted",
 			class([]v1alpha1.FamilyCapacity{{Family: v1alpha1.IPv4, Total: 4, Allocated: 4}},
 				[]v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 4, Bound: 3, Available: 1}}),
@@ -50,7 +61,7 @@ func TestExhaustionConditions(t *testing.T) {
 			&v1alpha1.IPAddressClass{Status: v1alpha1.IPAddressClassStatus{
 				Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue}},
 				Addresses:  []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 3, Bound: 3}}}},
-			metav1.ConditionFalse, metav1.ConditionFalse, "", ""},
+			metav1.ConditionFalse, metav1.ConditionFalse, "what the class has left is not counted: its driver provisions on demand and counts no range", ""},
 		{"5c ...but one counting a range of the other family only has none of this one: its addresses decide",
 			&v1alpha1.IPAddressClass{Status: v1alpha1.IPAddressClassStatus{
 				Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue}},
