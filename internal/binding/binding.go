@@ -3,6 +3,7 @@ package binding
 import (
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -95,6 +96,31 @@ func SetPhase(status *v1alpha1.IPAddressStatus, phase v1alpha1.AddressPhase, mes
 	status.Phase = phase
 	return SetCondition(&status.Conditions, cond, now) || changed
 }
+
+// ReleasedFrom reports whether st records a release from the claim
+// namespace/name: Released, its Bound condition's message naming the
+// claim first, as every release the core writes does (ReleaseOf). A
+// Released address a claim of another name has taken back since (its
+// claimRef rewritten, its pass not run yet) still shows the earlier
+// claim's release.
+func ReleasedFrom(st *v1alpha1.IPAddressStatus, namespace, name string) bool {
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionBound)
+	return st.Phase == v1alpha1.AddressReleased && c != nil && c.Reason == string(v1alpha1.AddressReleased) &&
+		strings.HasPrefix(c.Message, ReleaseOf(namespace, name))
+}
+
+// ReleasedFromAnother reports whether st records a release from a claim
+// other than namespace/name.
+func ReleasedFromAnother(st *v1alpha1.IPAddressStatus, namespace, name string) bool {
+	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionBound)
+	return st.Phase == v1alpha1.AddressReleased && c != nil && c.Reason == string(v1alpha1.AddressReleased) &&
+		strings.HasPrefix(c.Message, releasePrefix) && !strings.HasPrefix(c.Message, ReleaseOf(namespace, name))
+}
+
+// ReleaseOf starts the message of a release from the claim namespace/name.
+func ReleaseOf(namespace, name string) string { return releasePrefix + namespace + "/" + name + " " }
+
+const releasePrefix = "claim "
 
 // CorePhase reads back the core-owned phase SetPhase last recorded in the
 // Bound condition (Pending when there is none): what a driver restores when

@@ -145,22 +145,30 @@ func (p *plan) syncBound(s snapshot) {
 // namesake: the address's own reclaimPolicy applies.
 func (p *plan) reclaim(s snapshot, key string) {
 	p.claimGone = true
-	why := "claim " + key + " no longer exists"
+	ref := s.address.Spec.ClaimRef
+	why := binding.ReleaseOf(ref.Namespace, ref.Name) + "no longer exists"
 	switch {
-	case s.claim == nil && s.address.Spec.ClaimRef.UID == "":
+	case s.claim == nil && ref.UID == "":
 		why = "pre-bound to claim " + key + ", which does not exist (create the claim before an address pre-bound to it)"
 	case s.claim != nil:
-		why = "claim " + key + " was replaced by a new claim of the same name"
+		why = binding.ReleaseOf(ref.Namespace, ref.Name) + "was replaced by a new claim of the same name"
 	}
 	if s.address.Spec.ReclaimPolicy == v1alpha1.ReclaimDelete {
 		p.remove = true
 		p.events = append(p.events, recorder.Normal(s.address, v1alpha1.ReasonReclaimed, "%s; deleting the address (reclaimPolicy Delete)", why))
 		return
 	}
-	if s.address.Status.Phase == v1alpha1.AddressReleased {
+	if s.address.Status.Phase == v1alpha1.AddressReleased && (ref.UID == "" || !binding.ReleasedFromAnother(&s.address.Status, ref.Namespace, ref.Name)) {
 		return // already released, by the claim's reclaim or an earlier pass
 	}
-	if p.setPhase(s, v1alpha1.AddressReleased, why+"; the address is retained") {
+	// A Released address still showing the release of a claim of another
+	// name was taken back by this one, which went by force before the
+	// address's pass: the release is dated anew, for releaseDelay to count
+	// from it.
+	st := s.address.Status.DeepCopy()
+	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionBound)
+	if binding.SetPhase(st, v1alpha1.AddressReleased, why+"; the address is retained", s.now) {
+		p.status = st
 		p.events = append(p.events, recorder.Normal(s.address, v1alpha1.ReasonReleased, "%s; the address is retained", why))
 	}
 }

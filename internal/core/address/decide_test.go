@@ -47,6 +47,13 @@ func releasedAt(t time.Time) func(*v1alpha1.IPAddress) {
 	}
 }
 
+// releasedFrom words the release as one from claim tenant/name.
+func releasedFrom(name string) func(*v1alpha1.IPAddress) {
+	return func(a *v1alpha1.IPAddress) {
+		a.Status.Conditions[0].Message = "claim tenant/" + name + " was deleted; the address is retained"
+	}
+}
+
 func held(a *v1alpha1.IPAddress) {
 	a.Annotations = map[string]string{v1alpha1.AnnotationHeld: "true"}
 }
@@ -194,6 +201,12 @@ func TestDecide(t *testing.T) {
 		{"5-6 an already Released address stays Released without a write",
 			snapshot{address: newAddress(claimRef("u1"), releasedAt(now.Add(-time.Hour)))},
 			outcome{claimGone: true}},
+		{"5-6 keep: a Released address a claim of another name took back, that claim gone by force before this pass: released anew, dated now",
+			snapshot{address: newAddress(claimRef("u1"), releasedAt(now.Add(-time.Hour)), releasedFrom("db")), class: classWithDelay(time.Hour)},
+			outcome{phase: v1alpha1.AddressReleased, reason: "Released", claimGone: true, requeueAfter: time.Hour, events: []string{"Normal Released"}}},
+		{"5-6 ...one showing its own claim's release keeps its date",
+			snapshot{address: newAddress(claimRef("u1"), releasedAt(now.Add(-time.Hour)), releasedFrom("web")), class: classWithDelay(3 * time.Hour)},
+			outcome{claimGone: true, requeueAfter: 2 * time.Hour}},
 		{"5-7 without a releaseDelay a Released address stays",
 			snapshot{address: newAddress(claimRef("u1"), releasedAt(now.Add(-time.Hour))), class: &v1alpha1.IPAddressClass{}},
 			outcome{claimGone: true}},

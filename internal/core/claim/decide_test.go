@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/cozystack/address-controller/api/v1alpha1"
+	"github.com/cozystack/address-controller/internal/binding"
 	"github.com/cozystack/address-controller/internal/index"
 )
 
@@ -878,22 +879,26 @@ func TestPendingClaimTellsItsLostAddress(t *testing.T) {
 // Released addresses in their namespace, taken back by a claim deleted
 // before the address's pass marked it Bound, still shows the earlier
 // claim's release. The reclaim dates it from now, so that releaseDelay
-// counts from this release; a release this claim's reclaim wrote already
-// (a retried pass) keeps its date.
+// counts from this release — whether the earlier claim had the same name
+// (then it was gone before this one was created) or another (this one may
+// have waited for the address since before it was released). A release
+// this claim's reclaim wrote already (a retried pass) keeps its date.
 func TestReclaimDatesATakenBackReleaseAnew(t *testing.T) {
 	created := now.Add(-time.Minute)
 	claim := newClaim("web", deleting, func(c *v1alpha1.IPAddressClaim) { c.CreationTimestamp = metav1.NewTime(created) })
 	for _, tc := range []struct {
-		name       string
+		name, from string
 		releasedAt time.Time
 		want       time.Time
 	}{
-		{"6-1 keep: released before the claim existed, dated now", now.Add(-time.Hour), now},
-		{"6-1 keep: released by this claim's reclaim already, date kept", created.Add(time.Second), created.Add(time.Second)},
+		{"6-1 keep: released from an earlier claim of the name, dated now", "web", now.Add(-time.Hour), now},
+		{"6-1 keep: released from a claim of another name since this one waits, dated now", "db", created.Add(30 * time.Second), now},
+		{"6-1 keep: released by this claim's reclaim already, date kept", "web", created.Add(time.Second), created.Add(time.Second)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a := newAddress("203.0.113.7", "public", releasedFrom(ns, "web", tc.releasedAt),
-				func(a *v1alpha1.IPAddress) { a.Spec.ClaimRef.UID = claim.UID })
+			a := newAddress("203.0.113.7", "public", boundTo(claim), func(a *v1alpha1.IPAddress) {
+				binding.SetPhase(&a.Status, v1alpha1.AddressReleased, "claim "+ns+"/"+tc.from+" was deleted; the address is retained", tc.releasedAt)
+			})
 			p := decide(newSnapshot(claim, []v1alpha1.IPAddress{a}, nil, now))
 			if len(p.release) != 1 {
 				t.Fatalf("released %d addresses, want 1", len(p.release))

@@ -35,7 +35,7 @@ func decideReclaim(s snapshot) plan {
 	owned := metav1.GetControllerOf(claim) != nil && !keeps
 	for _, a := range bound {
 		a := a.DeepCopy()
-		if releasedBefore(a, claim) {
+		if a.Status.Phase == v1alpha1.AddressReleased && !releasedBy(a, claim) {
 			// Taken back (claimRef rewritten) and its claim deleted before
 			// the address's pass marked it Bound: the release on record is
 			// the earlier claim's. Dated anew, releaseDelay counts from
@@ -55,12 +55,13 @@ func decideReclaim(s snapshot) plan {
 	return p
 }
 
-// releasedBefore reports whether a still shows a release older than claim:
-// one of an earlier claim.
-func releasedBefore(a *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim) bool {
+// releasedBy reports whether the release a records is claim's own (an
+// earlier pass of this reclaim): one from a claim of its name, no older
+// than claim — an earlier claim of the name was gone before claim could
+// be created.
+func releasedBy(a *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim) bool {
 	c := meta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionBound)
-	return a.Status.Phase == v1alpha1.AddressReleased && c != nil && c.Status == metav1.ConditionFalse &&
-		c.LastTransitionTime.Before(&claim.CreationTimestamp)
+	return binding.ReleasedFrom(&a.Status, claim.Namespace, claim.Name) && !c.LastTransitionTime.Before(&claim.CreationTimestamp)
 }
 
 // releasedMessage says what becomes of a Released address: an admin's to
@@ -68,7 +69,7 @@ func releasedBefore(a *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim) bool 
 // unless it is held, and open to the namespace's next claim in a class
 // that keeps Released addresses there.
 func releasedMessage(claim *v1alpha1.IPAddressClaim, a *v1alpha1.IPAddress, class *v1alpha1.IPAddressClass) string {
-	msg := "claim " + claim.Namespace + "/" + claim.Name + " was deleted; the address is retained"
+	msg := binding.ReleaseOf(claim.Namespace, claim.Name) + "was deleted; the address is retained"
 	if class == nil || class.Name != a.Spec.ClassName {
 		return msg + " until an admin clears spec.claimRef or deletes it"
 	}
