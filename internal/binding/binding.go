@@ -109,18 +109,8 @@ func ReleasedFrom(st *v1alpha1.IPAddressStatus, namespace, name string) bool {
 		strings.HasPrefix(c.Message, ReleaseOf(namespace, name))
 }
 
-// ReleasedFromAnother reports whether st records a release from a claim
-// other than namespace/name.
-func ReleasedFromAnother(st *v1alpha1.IPAddressStatus, namespace, name string) bool {
-	c := meta.FindStatusCondition(st.Conditions, v1alpha1.ConditionBound)
-	return st.Phase == v1alpha1.AddressReleased && c != nil && c.Reason == string(v1alpha1.AddressReleased) &&
-		strings.HasPrefix(c.Message, releasePrefix) && !strings.HasPrefix(c.Message, ReleaseOf(namespace, name))
-}
-
 // ReleaseOf starts the message of a release from the claim namespace/name.
-func ReleaseOf(namespace, name string) string { return releasePrefix + namespace + "/" + name + " " }
-
-const releasePrefix = "claim "
+func ReleaseOf(namespace, name string) string { return "claim " + namespace + "/" + name + " " }
 
 // CorePhase reads back the core-owned phase SetPhase last recorded in the
 // Bound condition (Pending when there is none): what a driver restores when

@@ -159,8 +159,10 @@ func notExhausted(class *v1alpha1.IPAddressClass, counted []string, percent int6
 		switch ready := meta.FindStatusCondition(class.Status.Conditions, v1alpha1.ConditionReady); {
 		case ready != nil && ready.Status == metav1.ConditionFalse:
 			why = "its driver does not accept the class (its Ready condition says why)"
-		case ready != nil:
+		case ready != nil && ready.Status == metav1.ConditionTrue:
 			why = "its driver provisions on demand and counts no range"
+		case ready != nil:
+			why = "its driver has not said yet whether it accepts the class"
 		}
 		exhausted.Reason, exhausted.Message = "NotCounted", "what the class has left is not counted: "+why
 		nearly.Reason, nearly.Message = exhausted.Reason, exhausted.Message

@@ -44,6 +44,11 @@ func TestExhaustionConditions(t *testing.T) {
 				Addresses:  []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv4, Total: 3, Bound: 3}}}},
 			metav1.ConditionFalse, metav1.ConditionFalse,
 			"what the class has left is not counted: its driver does not accept the class (its Ready condition says why)", ""},
+		{"1d ...nor one whose driver has not said yet whether it accepts it",
+			&v1alpha1.IPAddressClass{Status: v1alpha1.IPAddressClassStatus{
+				Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionUnknown}}}},
+			metav1.ConditionFalse, metav1.ConditionFalse,
+			"what the class has left is not counted: its driver has not said yet whether it accepts the class", ""},
 		{"1c a family counted with room, the other not: the message names the one counted",
 			class(nil, []v1alpha1.FamilyAddresses{{Family: v1alpha1.IPv6, Total: 4, Bound: 1, Available: 3}}),
 			metav1.ConditionFalse, metav1.ConditionFalse, "IPv6 has addresses left", "IPv6 has at least 10% of its addresses left"},

@@ -158,19 +158,28 @@ func (p *plan) reclaim(s snapshot, key string) {
 		p.events = append(p.events, recorder.Normal(s.address, v1alpha1.ReasonReclaimed, "%s; deleting the address (reclaimPolicy Delete)", why))
 		return
 	}
-	if s.address.Status.Phase == v1alpha1.AddressReleased && (ref.UID == "" || !binding.ReleasedFromAnother(&s.address.Status, ref.Namespace, ref.Name)) {
+	if s.address.Status.Phase == v1alpha1.AddressReleased && !takenBack(s.address) {
 		return // already released, by the claim's reclaim or an earlier pass
 	}
-	// A Released address still showing the release of a claim of another
-	// name was taken back by this one, which went by force before the
-	// address's pass: the release is dated anew, for releaseDelay to count
-	// from it.
+	// A Released address whose release names no claim of this name was
+	// taken back by this one, which went by force before the address's
+	// pass: the release is dated anew, for releaseDelay to count from it.
+	// (One of an earlier claim of the same name cannot be told apart: the
+	// claim gone, its creation is not known.)
 	st := s.address.Status.DeepCopy()
 	meta.RemoveStatusCondition(&st.Conditions, v1alpha1.ConditionBound)
 	if binding.SetPhase(st, v1alpha1.AddressReleased, why+"; the address is retained", s.now) {
 		p.status = st
 		p.events = append(p.events, recorder.Normal(s.address, v1alpha1.ReasonReleased, "%s; the address is retained", why))
 	}
+}
+
+// takenBack reports whether Released address a is bound (claimRef with a
+// UID) to a claim its release does not name: one that took it back.
+func takenBack(a *v1alpha1.IPAddress) bool {
+	ref := a.Spec.ClaimRef
+	return ref.UID != "" && meta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionBound) != nil &&
+		!binding.ReleasedFrom(&a.Status, ref.Namespace, ref.Name)
 }
 
 // syncReleased applies the class's releaseDelay, dated from the Bound
@@ -187,7 +196,8 @@ func (p *plan) syncReleased(s snapshot) {
 	if meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionBound) == nil {
 		// Released before the condition existed: date it from this pass.
 		st := status.DeepCopy()
-		binding.SetPhase(st, v1alpha1.AddressReleased, "released; dated from the first pass that saw it", s.now)
+		ref := s.address.Spec.ClaimRef
+		binding.SetPhase(st, v1alpha1.AddressReleased, binding.ReleaseOf(ref.Namespace, ref.Name)+"released the address; dated from the first pass that saw it", s.now)
 		p.status, status = st, st
 	}
 	since := meta.FindStatusCondition(status.Conditions, v1alpha1.ConditionBound).LastTransitionTime.Time

@@ -43,7 +43,7 @@ func releasedAt(t time.Time) func(*v1alpha1.IPAddress) {
 	return func(a *v1alpha1.IPAddress) {
 		a.Status.Phase = v1alpha1.AddressReleased
 		a.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionBound, Status: metav1.ConditionFalse,
-			Reason: string(v1alpha1.AddressReleased), Message: "released", LastTransitionTime: metav1.NewTime(t)}}
+			Reason: string(v1alpha1.AddressReleased), Message: "claim tenant/web was deleted; the address is retained", LastTransitionTime: metav1.NewTime(t)}}
 	}
 }
 
@@ -203,6 +203,11 @@ func TestDecide(t *testing.T) {
 			outcome{claimGone: true}},
 		{"5-6 keep: a Released address a claim of another name took back, that claim gone by force before this pass: released anew, dated now",
 			snapshot{address: newAddress(claimRef("u1"), releasedAt(now.Add(-time.Hour)), releasedFrom("db")), class: classWithDelay(time.Hour)},
+			outcome{phase: v1alpha1.AddressReleased, reason: "Released", claimGone: true, requeueAfter: time.Hour, events: []string{"Normal Released"}}},
+		{"5-6 ...as one another claim's pre-binding left Released",
+			snapshot{address: newAddress(claimRef("u1"), releasedAt(now.Add(-time.Hour)), func(a *v1alpha1.IPAddress) {
+				a.Status.Conditions[0].Message = "pre-bound to claim tenant/x, which does not exist; the address is retained"
+			}), class: classWithDelay(time.Hour)},
 			outcome{phase: v1alpha1.AddressReleased, reason: "Released", claimGone: true, requeueAfter: time.Hour, events: []string{"Normal Released"}}},
 		{"5-6 ...one showing its own claim's release keeps its date",
 			snapshot{address: newAddress(claimRef("u1"), releasedAt(now.Add(-time.Hour)), releasedFrom("web")), class: classWithDelay(3 * time.Hour)},

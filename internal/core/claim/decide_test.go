@@ -886,18 +886,21 @@ func TestPendingClaimTellsItsLostAddress(t *testing.T) {
 func TestReclaimDatesATakenBackReleaseAnew(t *testing.T) {
 	created := now.Add(-time.Minute)
 	claim := newClaim("web", deleting, func(c *v1alpha1.IPAddressClaim) { c.CreationTimestamp = metav1.NewTime(created) })
+	deleted := func(name string) string { return "claim " + ns + "/" + name + " was deleted; the address is retained" }
 	for _, tc := range []struct {
-		name, from string
-		releasedAt time.Time
-		want       time.Time
+		name, message string
+		releasedAt    time.Time
+		want          time.Time
 	}{
-		{"6-1 keep: released from an earlier claim of the name, dated now", "web", now.Add(-time.Hour), now},
-		{"6-1 keep: released from a claim of another name since this one waits, dated now", "db", created.Add(30 * time.Second), now},
-		{"6-1 keep: released by this claim's reclaim already, date kept", "web", created.Add(time.Second), created.Add(time.Second)},
+		{"6-1 keep: released from an earlier claim of the name, dated now", deleted("web"), now.Add(-time.Hour), now},
+		{"6-1 keep: released from a claim of another name since this one waits, dated now", deleted("db"), created.Add(30 * time.Second), now},
+		{"6-1 keep: released by the address's pass as replaced by this claim, dated now",
+			"claim " + ns + "/web was replaced by a new claim of the same name; the address is retained", created.Add(30 * time.Second), now},
+		{"6-1 keep: released by this claim's reclaim already, date kept", deleted("web"), created.Add(time.Second), created.Add(time.Second)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := newAddress("203.0.113.7", "public", boundTo(claim), func(a *v1alpha1.IPAddress) {
-				binding.SetPhase(&a.Status, v1alpha1.AddressReleased, "claim "+ns+"/"+tc.from+" was deleted; the address is retained", tc.releasedAt)
+				binding.SetPhase(&a.Status, v1alpha1.AddressReleased, tc.message, tc.releasedAt)
 			})
 			p := decide(newSnapshot(claim, []v1alpha1.IPAddress{a}, nil, now))
 			if len(p.release) != 1 {

@@ -1,6 +1,8 @@
 package claim
 
 import (
+	"strings"
+
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -56,12 +58,19 @@ func decideReclaim(s snapshot) plan {
 }
 
 // releasedBy reports whether the release a records is claim's own (an
-// earlier pass of this reclaim): one from a claim of its name, no older
-// than claim — an earlier claim of the name was gone before claim could
-// be created.
+// earlier pass of this reclaim): one this reclaim words (deleted), no
+// older than claim — an earlier claim of the name was gone before claim
+// could be created. The address's pass words its own releases otherwise,
+// and writes none for a claim being deleted.
 func releasedBy(a *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim) bool {
 	c := meta.FindStatusCondition(a.Status.Conditions, v1alpha1.ConditionBound)
-	return binding.ReleasedFrom(&a.Status, claim.Namespace, claim.Name) && !c.LastTransitionTime.Before(&claim.CreationTimestamp)
+	return binding.ReleasedFrom(&a.Status, claim.Namespace, claim.Name) && strings.HasPrefix(c.Message, deleted(claim)) &&
+		!c.LastTransitionTime.Before(&claim.CreationTimestamp)
+}
+
+// deleted starts the message of a release by the claim's own reclaim.
+func deleted(claim *v1alpha1.IPAddressClaim) string {
+	return binding.ReleaseOf(claim.Namespace, claim.Name) + "was deleted"
 }
 
 // releasedMessage says what becomes of a Released address: an admin's to
@@ -69,7 +78,7 @@ func releasedBy(a *v1alpha1.IPAddress, claim *v1alpha1.IPAddressClaim) bool {
 // unless it is held, and open to the namespace's next claim in a class
 // that keeps Released addresses there.
 func releasedMessage(claim *v1alpha1.IPAddressClaim, a *v1alpha1.IPAddress, class *v1alpha1.IPAddressClass) string {
-	msg := binding.ReleaseOf(claim.Namespace, claim.Name) + "was deleted; the address is retained"
+	msg := deleted(claim) + "; the address is retained"
 	if class == nil || class.Name != a.Spec.ClassName {
 		return msg + " until an admin clears spec.claimRef or deletes it"
 	}
